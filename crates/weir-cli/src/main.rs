@@ -1,0 +1,202 @@
+//! The `weir` command: `weir run FILE.sql` runs a SQL script as one job.
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use weir::{Engine, Outcome, RestoreFrom};
+
+#[derive(Parser)]
+#[command(name = "weir", version, about = "SQL stream processing with exactly-once output")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    Streaming,
+    Batch,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a SQL script: its DDL and SET statements, then all its INSERT INTO / SELECT
+    /// statements together as one job.
+    Run {
+        /// The script.
+        file: PathBuf,
+        /// streaming (default) or batch.
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
+        /// Default parallelism of every operator (default: number of cores).
+        #[arg(long, short = 'p')]
+        parallelism: Option<usize>,
+        /// Where checkpoints go: a folder or a URL (file://, s3://).
+        #[arg(long)]
+        checkpoint_dir: Option<String>,
+        /// Interval of periodic checkpoints, e.g. '10 s' or '500ms'.
+        #[arg(long)]
+        checkpoint_interval: Option<String>,
+        /// Restore from 'latest' (the newest checkpoint under --checkpoint-dir) or a
+        /// checkpoint folder.
+        #[arg(long)]
+        restore: Option<String>,
+        /// Set a configuration key, e.g. -D execution.checkpointing.num-retained=3.
+        #[arg(short = 'D', value_name = "KEY=VALUE")]
+        define: Vec<String>,
+        /// No progress line.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    };
+    // Do not wait for detached background work (e.g. blocking file I/O) on exit.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    std::process::exit(code);
+}
+
+fn print_table(header: &[String], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: &[String]| {
+        let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!(" {c:<w$} ")).collect();
+        println!("|{}|", parts.join("|"));
+    };
+    let sep: Vec<String> = widths.iter().map(|w| "-".repeat(w + 2)).collect();
+    println!("+{}+", sep.join("+"));
+    line(header);
+    println!("+{}+", sep.join("+"));
+    for r in rows {
+        line(r);
+    }
+    println!("+{}+", sep.join("+"));
+}
+
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let Command::Run {
+        file,
+        mode,
+        parallelism,
+        checkpoint_dir,
+        checkpoint_interval,
+        restore,
+        define,
+        quiet,
+    } = cli.command;
+    let sql = std::fs::read_to_string(&file).with_context(|| format!("cannot read '{}'", file.display()))?;
+    let mut engine = Engine::default();
+    let statements = engine.parse(&sql).with_context(|| format!("in '{}'", file.display()))?;
+    let mut plans = Vec::new();
+    for stmt in &statements {
+        match engine.execute(stmt).await.with_context(|| format!("in '{}'", file.display()))? {
+            Outcome::Done(_) => {}
+            Outcome::Table { header, rows } => print_table(&header, &rows),
+            Outcome::Explain(text) => println!("{text}"),
+            Outcome::Job(plan) => plans.push(*plan),
+        }
+    }
+    // Command-line settings win over the script's SET statements.
+    let config = engine.config_mut();
+    for d in &define {
+        let Some((k, v)) = d.split_once('=') else { bail!("-D expects KEY=VALUE, got '{d}'") };
+        config.set(k.trim(), v.trim())?;
+    }
+    if let Some(m) = mode {
+        config.set("execution.runtime-mode", match m {
+            Mode::Streaming => "streaming",
+            Mode::Batch => "batch",
+        })?;
+    }
+    if let Some(p) = parallelism {
+        config.set("parallelism.default", &p.to_string())?;
+    }
+    if let Some(dir) = &checkpoint_dir {
+        config.set("execution.checkpointing.dir", dir)?;
+    }
+    if let Some(i) = &checkpoint_interval {
+        config.set("execution.checkpointing.interval", i)?;
+    }
+    if plans.is_empty() {
+        return Ok(0);
+    }
+    let restore = restore.map(|r| if r == "latest" { RestoreFrom::Latest } else { RestoreFrom::Path(r) });
+    let graph = engine.build_job(&plans).await?;
+    let job = engine.start(graph, restore).await?;
+    if let Some(from) = &job.restored_from {
+        eprintln!("weir: restored from {from}");
+    }
+    let metrics = job.metrics.clone();
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let progress_every = if tty { Duration::from_secs(1) } else { Duration::from_secs(10) };
+    let waiter = job.wait();
+    tokio::pin!(waiter);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + progress_every, progress_every);
+    let mut shown = false;
+    let result = loop {
+        tokio::select! {
+            r = &mut waiter => break r,
+            _ = tick.tick(), if !quiet => {
+                let secs = started.elapsed().as_secs_f64();
+                let rows_in = metrics.rows_in();
+                let line = format!(
+                    "weir: {:.0}s  rows in {rows_in} ({:.0}/s)  rows out {}  last checkpoint {}",
+                    secs,
+                    rows_in as f64 / secs.max(0.001),
+                    metrics.rows_out(),
+                    metrics.last_checkpoint().map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                );
+                if tty { eprint!("\r{line}\x1b[K"); } else { eprintln!("{line}"); }
+                shown = true;
+            }
+            _ = tokio::signal::ctrl_c() => {
+                if tty && shown { eprintln!(); }
+                eprintln!("weir: interrupted; the job was cancelled (restart with --restore latest to resume)");
+                return Ok(130);
+            }
+        }
+    };
+    if tty && shown {
+        eprintln!();
+    }
+    let outcome = result?;
+    if !quiet {
+        eprintln!(
+            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints",
+            outcome.job_id,
+            started.elapsed().as_secs_f64(),
+            metrics.rows_in(),
+            metrics.rows_out(),
+            outcome.checkpoints_completed
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,278 @@
+//! Job configuration: the keys a user may `SET`, named as in Flink.
+//!
+//! [`Config`] keeps the raw strings the user set (so `SET;` can show them) and parses on
+//! read through typed getters. Unknown keys are rejected with the list of known ones.
+
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Streaming (incremental operators, checkpoints) or batch (bounded input only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeMode {
+    Streaming,
+    Batch,
+}
+
+/// Describes one configuration key.
+pub struct KeyInfo {
+    pub key: &'static str,
+    /// Older Flink names accepted for the same setting.
+    pub aliases: &'static [&'static str],
+    pub default: &'static str,
+    pub doc: &'static str,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Duration,
+    OptDuration,
+    Int,
+    Bool,
+    Text,
+    Mode,
+}
+
+macro_rules! key {
+    ($k:expr, [$($a:expr),*], $d:expr, $kind:ident, $doc:expr) => {
+        KeyInfo { key: $k, aliases: &[$($a),*], default: $d, kind: Kind::$kind, doc: $doc }
+    };
+}
+
+/// Every key Weir understands.
+pub static KEYS: &[KeyInfo] = &[
+    key!("parallelism.default", [], "", Int,
+        "Default parallelism of every operator (default: number of CPU cores)."),
+    key!("execution.runtime-mode", [], "streaming", Mode, "streaming or batch."),
+    key!("execution.checkpointing.interval", [], "", OptDuration,
+        "Interval of periodic checkpoints; unset disables them (the final checkpoint of a bounded job is still taken)."),
+    key!("execution.checkpointing.timeout", [], "10 min", Duration,
+        "A checkpoint not complete after this long is aborted."),
+    key!("execution.checkpointing.min-pause", [], "0 ms", Duration,
+        "Minimum pause between the end of one checkpoint and the start of the next."),
+    key!("execution.checkpointing.max-concurrent-checkpoints", [], "1", Int,
+        "Checkpoints in flight at once (Weir supports 1)."),
+    key!("execution.checkpointing.checkpoints-after-tasks-finish", [], "true", Bool,
+        "FLIP-147: keep checkpointing after some tasks finish and wait for a final checkpoint before ending."),
+    key!("execution.checkpointing.dir", ["state.checkpoints.dir"], "", Text,
+        "Where checkpoints are stored: a local path or an object-store URL (file://, s3://). Unset: in memory."),
+    key!("execution.checkpointing.num-retained", ["state.checkpoints.num-retained"], "1", Int,
+        "Number of completed checkpoints kept."),
+    key!("execution.checkpointing.savepoint-dir", ["state.savepoints.dir"], "", Text,
+        "Default folder of savepoints."),
+    key!("pipeline.name", [], "", Text, "Name of the job."),
+    key!("pipeline.max-parallelism", [], "128", Int,
+        "Number of key groups; fixed for the life of a job's state."),
+    key!("table.exec.source.idle-timeout", [], "0 ms", Duration,
+        "A source split with no data for this long no longer holds back the watermark (0: never idle)."),
+];
+
+/// A set of configuration values.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    values: BTreeMap<String, String>,
+}
+
+impl Config {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn info(key: &str) -> Result<&'static KeyInfo> {
+        KEYS.iter().find(|k| k.key == key || k.aliases.contains(&key)).ok_or_else(|| {
+            let known: Vec<_> = KEYS.iter().map(|k| k.key).collect();
+            Error::config(format!("unknown configuration key '{key}'; known keys: {}", known.join(", ")))
+        })
+    }
+
+    /// Sets `key` after checking that it is known and that `value` parses.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let info = Self::info(key)?;
+        let bad = |what: &str| {
+            Error::config(format!("invalid value '{value}' for '{}': expected {what}", info.key))
+        };
+        match info.kind {
+            Kind::Duration | Kind::OptDuration => {
+                parse_duration(value).map_err(|_| bad("a duration such as '10 s' or '500 ms'"))?;
+            }
+            Kind::Int => {
+                let n: usize = value.trim().parse().map_err(|_| bad("a positive integer"))?;
+                if n == 0 {
+                    return Err(bad("a positive integer"));
+                }
+                if info.key == "execution.checkpointing.max-concurrent-checkpoints" && n != 1 {
+                    return Err(Error::config(
+                        "execution.checkpointing.max-concurrent-checkpoints: Weir runs at most one checkpoint at a time; only 1 is supported",
+                    ));
+                }
+            }
+            Kind::Bool => {
+                parse_bool(value).ok_or_else(|| bad("true or false"))?;
+            }
+            Kind::Mode => {
+                parse_mode(value).ok_or_else(|| bad("'streaming' or 'batch'"))?;
+            }
+            Kind::Text => {}
+        }
+        self.values.insert(info.key.to_string(), value.trim().to_string());
+        Ok(())
+    }
+
+    /// Removes a value set before (`RESET 'key'`).
+    pub fn reset(&mut self, key: &str) -> Result<()> {
+        let info = Self::info(key)?;
+        self.values.remove(info.key);
+        Ok(())
+    }
+
+    /// The values set explicitly.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    fn raw(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(|s| s.as_str()).filter(|s| !s.is_empty())
+    }
+
+    fn raw_or_default(&self, key: &str) -> &str {
+        self.raw(key).unwrap_or_else(|| Self::info(key).map(|i| i.default).unwrap_or(""))
+    }
+
+    pub fn parallelism(&self) -> usize {
+        self.raw("parallelism.default").and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        })
+    }
+
+    pub fn max_parallelism(&self) -> usize {
+        self.raw_or_default("pipeline.max-parallelism").parse().unwrap_or(128)
+    }
+
+    pub fn runtime_mode(&self) -> RuntimeMode {
+        parse_mode(self.raw_or_default("execution.runtime-mode")).unwrap_or(RuntimeMode::Streaming)
+    }
+
+    pub fn checkpoint_interval(&self) -> Option<Duration> {
+        self.raw("execution.checkpointing.interval").and_then(|v| parse_duration(v).ok())
+    }
+
+    pub fn checkpoint_timeout(&self) -> Duration {
+        parse_duration(self.raw_or_default("execution.checkpointing.timeout"))
+            .unwrap_or(Duration::from_secs(600))
+    }
+
+    pub fn checkpoint_min_pause(&self) -> Duration {
+        parse_duration(self.raw_or_default("execution.checkpointing.min-pause")).unwrap_or_default()
+    }
+
+    pub fn checkpoints_after_tasks_finish(&self) -> bool {
+        parse_bool(self.raw_or_default("execution.checkpointing.checkpoints-after-tasks-finish"))
+            .unwrap_or(true)
+    }
+
+    pub fn checkpoint_dir(&self) -> Option<String> {
+        self.raw("execution.checkpointing.dir").map(str::to_string)
+    }
+
+    pub fn savepoint_dir(&self) -> Option<String> {
+        self.raw("execution.checkpointing.savepoint-dir").map(str::to_string)
+    }
+
+    pub fn num_retained_checkpoints(&self) -> usize {
+        self.raw_or_default("execution.checkpointing.num-retained").parse().unwrap_or(1)
+    }
+
+    pub fn pipeline_name(&self) -> Option<String> {
+        self.raw("pipeline.name").map(str::to_string)
+    }
+
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        parse_duration(self.raw_or_default("table.exec.source.idle-timeout"))
+            .ok()
+            .filter(|d| !d.is_zero())
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_mode(v: &str) -> Option<RuntimeMode> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "streaming" => Some(RuntimeMode::Streaming),
+        "batch" => Some(RuntimeMode::Batch),
+        _ => None,
+    }
+}
+
+/// Parses a Flink-style duration: `10 s`, `500ms`, `1 min`, `2h`, `1 d`; a bare number is
+/// milliseconds.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| Error::config(format!("invalid duration '{text}'")))?;
+    let ms = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => n,
+        "s" | "sec" | "secs" | "second" | "seconds" => n * 1000,
+        "min" | "m" | "minute" | "minutes" => n * 60_000,
+        "h" | "hour" | "hours" => n * 3_600_000,
+        "d" | "day" | "days" => n * 86_400_000,
+        _ => return Err(Error::config(format!("invalid duration unit in '{text}'"))),
+    };
+    Ok(Duration::from_millis(ms))
+}
+
+/// Parses a memory size: `128mb`, `1 gb`, `4096` (bytes), `64 kb`.
+pub fn parse_memory_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| Error::config(format!("invalid memory size '{text}'")))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" | "bytes" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(Error::config(format!("invalid memory size unit in '{text}'"))),
+    };
+    Ok(n * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10 s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1 min").unwrap(), Duration::from_secs(60));
+        assert!(parse_duration("ten").is_err());
+    }
+
+    #[test]
+    fn unknown_key_lists_known_ones() {
+        let err = Config::new().set("execution.checkpoint.interval", "1 s").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("unknown configuration key 'execution.checkpoint.interval'"));
+        assert!(text.contains("execution.checkpointing.interval"));
+    }
+
+    #[test]
+    fn aliases_map_to_canonical_keys() {
+        let mut c = Config::new();
+        c.set("state.checkpoints.dir", "/tmp/x").unwrap();
+        assert_eq!(c.checkpoint_dir().as_deref(), Some("/tmp/x"));
+        assert!(c.set("parallelism.default", "0").is_err());
+    }
+}

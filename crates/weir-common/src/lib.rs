@@ -1,0 +1,21 @@
+//! Shared vocabulary of every Weir crate: identifiers ([`CheckpointId`], [`JobId`]),
+//! the error type ([`Error`], [`Result`]), configuration ([`Config`], the Flink-named
+//! `SET` keys) and connector options ([`ConnectorOptions`]).
+//!
+//! This crate does no I/O and knows nothing of SQL planning, operators or connectors;
+//! everything above it depends on it, it depends on nothing of ours.
+
+pub mod config;
+pub mod failpoint;
+pub mod error;
+pub mod ids;
+pub mod options;
+
+pub use config::{Config, RuntimeMode};
+pub use error::{Error, Result, SqlLocation};
+pub use failpoint::failpoint;
+pub use ids::{CheckpointId, JobId};
+pub use options::ConnectorOptions;
+
+/// The watermark that means "no more data will ever arrive" (Flink's `Long.MAX_VALUE`).
+pub const MAX_WATERMARK: i64 = i64::MAX;

@@ -1,0 +1,181 @@
+//! File formats: parsing the `format` option, encoding batches, decoding files.
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use weir_common::{ConnectorOptions, Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Parquet,
+    Csv { delimiter: u8, header: bool },
+    Json,
+}
+
+impl Format {
+    pub fn from_options(options: &ConnectorOptions) -> Result<Self> {
+        let format = options.required("format")?;
+        match format.to_ascii_lowercase().as_str() {
+            "parquet" => Ok(Format::Parquet),
+            "json" => Ok(Format::Json),
+            "csv" => {
+                let delimiter = match options.get("csv.field-delimiter") {
+                    None => b',',
+                    Some(d) if d.len() == 1 => d.as_bytes()[0],
+                    Some("\\t") => b'\t',
+                    Some(d) => {
+                        return Err(Error::config(format!(
+                            "table '{}': 'csv.field-delimiter' must be one character, got '{d}'",
+                            options.table
+                        )));
+                    }
+                };
+                let header = options.get_bool("csv.ignore-first-line")?.unwrap_or(true);
+                Ok(Format::Csv { delimiter, header })
+            }
+            other => Err(Error::config(format!(
+                "table '{}': unknown format '{other}'; supported formats: parquet, csv, json",
+                options.table
+            ))),
+        }
+    }
+
+    pub fn extension(&self) -> &'static str {
+        match self {
+            Format::Parquet => "parquet",
+            Format::Csv { .. } => "csv",
+            Format::Json => "json",
+        }
+    }
+
+    /// Decodes a whole file into batches of `schema` (columns matched by name for Parquet).
+    pub fn decode(&self, name: &str, bytes: Bytes, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+        let bad = |e: &dyn std::fmt::Display| Error::input(format!("cannot read '{name}': {e}"));
+        match self {
+            Format::Parquet => {
+                let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .map_err(|e| bad(&e))?
+                    .with_batch_size(8192)
+                    .build()
+                    .map_err(|e| bad(&e))?;
+                let mut out = Vec::new();
+                for batch in reader {
+                    let batch = batch.map_err(|e| bad(&e))?;
+                    out.push(conform(name, &batch, schema)?);
+                }
+                Ok(out)
+            }
+            Format::Csv { delimiter, header } => {
+                let reader = arrow::csv::ReaderBuilder::new(schema.clone())
+                    .with_header(*header)
+                    .with_delimiter(*delimiter)
+                    .with_batch_size(8192)
+                    .build(std::io::Cursor::new(bytes))
+                    .map_err(|e| bad(&e))?;
+                reader.collect::<Result<Vec<_>, _>>().map_err(|e| bad(&e))
+            }
+            Format::Json => {
+                let reader = arrow::json::ReaderBuilder::new(schema.clone())
+                    .with_batch_size(8192)
+                    .build(std::io::Cursor::new(bytes))
+                    .map_err(|e| bad(&e))?;
+                reader.collect::<Result<Vec<_>, _>>().map_err(|e| bad(&e))
+            }
+        }
+    }
+}
+
+/// Picks the table's columns out of a file's batch by name, casting where types differ.
+fn conform(name: &str, batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        let idx = batch.schema().index_of(field.name()).map_err(|_| {
+            Error::input(format!(
+                "file '{name}' has no column '{}' (it has: {})",
+                field.name(),
+                batch.schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        let col = batch.column(idx);
+        if col.data_type() == field.data_type() {
+            columns.push(col.clone());
+        } else {
+            columns.push(arrow::compute::cast(col, field.data_type()).map_err(|e| {
+                Error::input(format!(
+                    "file '{name}': column '{}' has type {} and cannot be read as {}: {e}",
+                    field.name(),
+                    col.data_type(),
+                    field.data_type()
+                ))
+            })?);
+        }
+    }
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+fn parquet_error(e: parquet::errors::ParquetError) -> Error {
+    Error::external(format!("cannot encode Parquet: {e}"))
+}
+
+/// An open part file being encoded in memory.
+pub enum PartEncoder {
+    Parquet(ArrowWriter<Vec<u8>>),
+    /// The CSV writer hides its buffer, so its size is estimated from the input.
+    Csv(arrow::csv::Writer<Vec<u8>>, usize),
+    Json(arrow::json::LineDelimitedWriter<Vec<u8>>),
+}
+
+impl PartEncoder {
+    pub fn new(format: Format, schema: &SchemaRef) -> Result<Self> {
+        Ok(match format {
+            Format::Parquet => {
+                let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
+                PartEncoder::Parquet(ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props)).map_err(parquet_error)?)
+            }
+            Format::Csv { delimiter, header } => PartEncoder::Csv(
+                arrow::csv::WriterBuilder::new()
+                    .with_header(header)
+                    .with_delimiter(delimiter)
+                    .build(Vec::new()),
+                0,
+            ),
+            Format::Json => PartEncoder::Json(arrow::json::LineDelimitedWriter::new(Vec::new())),
+        })
+    }
+
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        match self {
+            PartEncoder::Parquet(w) => w.write(batch).map_err(parquet_error)?,
+            PartEncoder::Csv(w, size) => {
+                w.write(batch)?;
+                *size += batch.get_array_memory_size();
+            }
+            PartEncoder::Json(w) => w.write(batch)?,
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far (an estimate for Parquet, which buffers row groups).
+    pub fn size(&self) -> usize {
+        match self {
+            PartEncoder::Parquet(w) => w.bytes_written() + w.in_progress_size(),
+            PartEncoder::Csv(_, size) => *size,
+            PartEncoder::Json(w) => w.get_ref().len(),
+        }
+    }
+
+    pub fn finish(self) -> Result<Vec<u8>> {
+        Ok(match self {
+            PartEncoder::Parquet(w) => w.into_inner().map_err(parquet_error)?,
+            PartEncoder::Csv(w, _) => w.into_inner(),
+            PartEncoder::Json(mut w) => {
+                w.finish()?;
+                w.into_inner()
+            }
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! Connectors: sources, sinks and formats, and the two-phase-commit sink framework
+//! ([`two_phase`]). Connector and option names follow Flink's.
+//!
+//! Entry points: [`create_source`] and [`create_sink`] turn a table's `WITH` options and
+//! schema into runtime factories; [`validate_options`] checks options when a table is
+//! declared. This crate knows nothing of SQL planning.
+
+pub mod blackhole;
+pub mod datagen;
+pub mod filesystem;
+pub mod print;
+pub mod two_phase;
+
+use arrow::datatypes::SchemaRef;
+use std::sync::Arc;
+use weir_common::{ConnectorOptions, Error, Result};
+use weir_runtime::{OperatorFactory, SourceFactory};
+
+/// Every connector, with the options it accepts as a source and as a sink.
+pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
+    ("datagen", datagen::OPTIONS, &[]),
+    ("filesystem", filesystem::SOURCE_OPTIONS, filesystem::SINK_OPTIONS),
+    ("print", &[], print::OPTIONS),
+    ("blackhole", &[], blackhole::OPTIONS),
+];
+
+fn lookup(options: &ConnectorOptions) -> Result<&'static (&'static str, &'static [&'static str], &'static [&'static str])> {
+    let name = options.connector()?;
+    CONNECTORS.iter().find(|c| c.0 == name).ok_or_else(|| {
+        let names: Vec<_> = CONNECTORS.iter().map(|c| c.0).collect();
+        Error::config(format!(
+            "table '{}': unknown connector '{name}'; available connectors: {}",
+            options.table,
+            names.join(", ")
+        ))
+    })
+}
+
+/// Checks, when a table is declared, that its connector exists and every option is one
+/// the connector knows (as a source or as a sink).
+pub fn validate_options(options: &ConnectorOptions) -> Result<()> {
+    let (name, source, sink) = lookup(options)?;
+    let mut all: Vec<&str> = source.iter().chain(sink.iter()).copied().collect();
+    all.sort();
+    all.dedup();
+    options.check_known(name, &all)
+}
+
+/// The source of a table read by a query.
+pub async fn create_source(options: &ConnectorOptions, schema: SchemaRef) -> Result<Arc<dyn SourceFactory>> {
+    let (name, ..) = lookup(options)?;
+    match *name {
+        "datagen" => Ok(Arc::new(datagen::DatagenSourceFactory::new(options, schema)?)),
+        "filesystem" => Ok(Arc::new(filesystem::FileSourceFactory::try_new(options, schema).await?)),
+        other => Err(Error::config(format!(
+            "table '{}': connector '{other}' can only be written to, not read",
+            options.table
+        ))),
+    }
+}
+
+/// The sink of a table written by `INSERT INTO`.
+pub async fn create_sink(options: &ConnectorOptions, schema: SchemaRef) -> Result<Arc<dyn OperatorFactory>> {
+    let (name, ..) = lookup(options)?;
+    match *name {
+        "print" => Ok(Arc::new(print::PrintSinkFactory::new(options)?)),
+        "blackhole" => {
+            options.check_known("blackhole", blackhole::OPTIONS)?;
+            Ok(Arc::new(blackhole::BlackholeSinkFactory))
+        }
+        "filesystem" => {
+            let sink = filesystem::FileSink::try_new(options, schema).await?;
+            Ok(Arc::new(two_phase::TwoPhaseCommitSinkFactory(Arc::new(sink))))
+        }
+        other => Err(Error::config(format!(
+            "table '{}': connector '{other}' can only be read, not written to",
+            options.table
+        ))),
+    }
+}

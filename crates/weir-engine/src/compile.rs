@@ -1,0 +1,129 @@
+//! Turns the planner's [`StreamPlan`]s into one runtime [`JobGraph`], creating the
+//! connectors' sources and sinks. Vertex uids are derived from the statement and node
+//! positions, so the same script always yields the same uids and restores its state.
+
+use crate::operators::{CalcOperatorFactory, UnionOperatorFactory, WatermarkAssignerFactory};
+use std::sync::Arc;
+use weir_common::{ConnectorOptions, Error, Result};
+use weir_runtime::{JobGraph, OperatorFactory, Partitioning, Vertex};
+use weir_sql::{CalcStep, PlanNode, StreamPlan};
+
+fn calc_label(steps: &[CalcStep]) -> String {
+    let parts: Vec<String> = steps.iter().map(|s| s.to_string()).collect();
+    format!("Calc({})", parts.join("; "))
+}
+
+/// Adds `plan` (statement number `statement`) to `graph`.
+pub async fn compile_into(
+    graph: &mut JobGraph,
+    plan: &StreamPlan,
+    statement: usize,
+    default_parallelism: usize,
+) -> Result<()> {
+    let mut vertex_of: Vec<usize> = Vec::with_capacity(plan.nodes.len());
+    let edge = |graph: &JobGraph, from: usize, to_parallelism: usize| {
+        if graph.vertices[from].parallelism == to_parallelism {
+            Partitioning::Forward
+        } else {
+            Partitioning::Rebalance
+        }
+    };
+    for (i, node) in plan.nodes.iter().enumerate() {
+        let uid = |kind: &str| format!("s{statement}-n{i}-{kind}");
+        let v = match node {
+            PlanNode::Scan { table, computed, watermark } => {
+                let parallelism = table.scan_parallelism.unwrap_or(default_parallelism);
+                let source = weir_connectors::create_source(&table.options, table.physical_schema.clone()).await?;
+                let mut operators: Vec<Arc<dyn OperatorFactory>> = Vec::new();
+                if let Some(exprs) = computed {
+                    let steps = vec![CalcStep::Project { exprs: exprs.clone(), schema: table.schema.clone() }];
+                    operators.push(Arc::new(CalcOperatorFactory { label: "ComputedColumns".into(), steps }));
+                }
+                if let Some(expr) = watermark {
+                    operators.push(Arc::new(WatermarkAssignerFactory { expr: expr.clone() }));
+                }
+                let mut name = format!("{} [{}]", source.name(), table.name);
+                for o in &operators {
+                    name.push_str(&format!(" -> {}", o.name()));
+                }
+                graph.add_vertex(Vertex {
+                    uid: uid(&format!("scan-{}", table.name)),
+                    name,
+                    parallelism,
+                    source: Some(source),
+                    operators,
+                })
+            }
+            PlanNode::Calc { input, steps, .. } => {
+                let from = vertex_of[*input];
+                let parallelism = graph.vertices[from].parallelism;
+                let factory = CalcOperatorFactory { label: calc_label(steps), steps: steps.clone() };
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("calc"),
+                    name: factory.name(),
+                    parallelism,
+                    source: None,
+                    operators: vec![Arc::new(factory)],
+                });
+                graph.connect(from, v, Partitioning::Forward, 0);
+                v
+            }
+            PlanNode::Union { inputs, schema } => {
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("union"),
+                    name: "Union".into(),
+                    parallelism: default_parallelism,
+                    source: None,
+                    operators: vec![Arc::new(UnionOperatorFactory { schema: schema.clone() })],
+                });
+                for input in inputs {
+                    let from = vertex_of[*input];
+                    let p = edge(graph, from, default_parallelism);
+                    graph.connect(from, v, p, 0);
+                }
+                v
+            }
+            PlanNode::Sink { input, table } => {
+                let from = vertex_of[*input];
+                let parallelism = table.sink_parallelism.unwrap_or(graph.vertices[from].parallelism);
+                if !table.partitioned_by.is_empty() {
+                    return Err(Error::plan(format!(
+                        "table '{}': writing PARTITIONED BY tables is not supported yet",
+                        table.name
+                    )));
+                }
+                let sink = weir_connectors::create_sink(&table.options, table.physical_schema.clone()).await?;
+                let v = graph.add_vertex(Vertex {
+                    uid: uid(&format!("sink-{}", table.name)),
+                    name: format!("{} [{}]", sink.name(), table.name),
+                    parallelism,
+                    source: None,
+                    operators: vec![sink],
+                });
+                let p = edge(graph, from, parallelism);
+                graph.connect(from, v, p, 0);
+                v
+            }
+            PlanNode::Collect { input, schema } => {
+                let from = vertex_of[*input];
+                let parallelism = graph.vertices[from].parallelism;
+                let options = ConnectorOptions::new(
+                    "select",
+                    [("connector".to_string(), "print".to_string())].into_iter().collect(),
+                );
+                let sink = weir_connectors::create_sink(&options, schema.clone()).await?;
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("collect"),
+                    name: "Sink: print (SELECT)".into(),
+                    parallelism,
+                    source: None,
+                    operators: vec![sink],
+                });
+                graph.connect(from, v, Partitioning::Forward, 0);
+                v
+            }
+        };
+        vertex_of.push(v);
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! The engine: a session (catalog + configuration) that executes statements and starts
+//! jobs. The CLI and the embedding library both drive this type.
+
+use crate::compile::compile_into;
+use weir_common::{Config, Error, Result, RuntimeMode};
+use weir_runtime::{JobGraph, JobHandle, JobOptions, RestoreFrom};
+use weir_sql::types::sql_name;
+use weir_sql::{Located, Planner, StreamPlan, WeirStatement, parse_script};
+
+/// What executing one statement produced.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A statement that changed the session (DDL, SET): a short message.
+    Done(String),
+    /// A result table (SHOW TABLES, DESCRIBE, SET;).
+    Table { header: Vec<String>, rows: Vec<Vec<String>> },
+    /// EXPLAIN output.
+    Explain(String),
+    /// A planned job (INSERT INTO or SELECT), not started yet.
+    Job(Box<StreamPlan>),
+}
+
+/// A SQL session.
+pub struct Engine {
+    planner: Planner,
+    config: Config,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new(Config::new())
+    }
+}
+
+impl Engine {
+    pub fn new(config: Config) -> Self {
+        Self { planner: Planner::new(), config }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    pub fn planner(&self) -> &Planner {
+        &self.planner
+    }
+
+    /// Registers a scalar function for SQL (e.g. a UDF).
+    pub fn register_udf(&self, udf: datafusion::logical_expr::ScalarUDF) {
+        self.planner.session().register_udf(udf);
+    }
+
+    /// Parses `sql` into statements.
+    pub fn parse(&self, sql: &str) -> Result<Vec<Located>> {
+        parse_script(sql)
+    }
+
+    /// Executes one statement. Errors name the statement's position.
+    pub async fn execute(&mut self, stmt: &Located) -> Result<Outcome> {
+        self.execute_statement(&stmt.statement).await.map_err(|e| match e {
+            Error::Plan(m) => Error::sql(m, Some(stmt.location)),
+            Error::Config(m) => Error::Config(format!("{m} (statement at {})", stmt.location)),
+            other => other,
+        })
+    }
+
+    async fn execute_statement(&mut self, stmt: &WeirStatement) -> Result<Outcome> {
+        match stmt {
+            WeirStatement::CreateTable(ct) => {
+                // Validate options before the table exists.
+                let mut options = ct.options.clone();
+                options.remove("scan.parallelism");
+                options.remove("sink.parallelism");
+                weir_connectors::validate_options(&weir_common::ConnectorOptions::new(ct.name.clone(), options))?;
+                Ok(match self.planner.create_table(ct).await? {
+                    Some(_) => Outcome::Done(format!("table '{}' created", ct.name)),
+                    None => Outcome::Done(format!("table '{}' already exists", ct.name)),
+                })
+            }
+            WeirStatement::CreateView { name, or_replace, query, sql } => {
+                self.planner.create_view(name, *or_replace, query, sql).await?;
+                Ok(Outcome::Done(format!("view '{name}' created")))
+            }
+            WeirStatement::DropTable { name, if_exists } => {
+                self.planner.drop_table(name, *if_exists)?;
+                Ok(Outcome::Done(format!("table '{name}' dropped")))
+            }
+            WeirStatement::DropView { name, if_exists } => {
+                self.planner.drop_view(name, *if_exists)?;
+                Ok(Outcome::Done(format!("view '{name}' dropped")))
+            }
+            WeirStatement::Set { key, value } => {
+                self.config.set(key, value)?;
+                Ok(Outcome::Done(format!("'{key}' = '{value}'")))
+            }
+            WeirStatement::Reset { key } => {
+                match key {
+                    Some(k) => self.config.reset(k)?,
+                    None => self.config = Config::new(),
+                }
+                Ok(Outcome::Done("configuration reset".into()))
+            }
+            WeirStatement::ShowSet => Ok(Outcome::Table {
+                header: vec!["key".into(), "value".into()],
+                rows: self.config.entries().map(|(k, v)| vec![k.to_string(), v.to_string()]).collect(),
+            }),
+            WeirStatement::ShowTables => Ok(Outcome::Table {
+                header: vec!["table name".into()],
+                rows: self.planner.catalog.tables.keys().map(|k| vec![k.clone()]).collect(),
+            }),
+            WeirStatement::ShowViews => Ok(Outcome::Table {
+                header: vec!["view name".into()],
+                rows: self.planner.catalog.views.keys().map(|k| vec![k.clone()]).collect(),
+            }),
+            WeirStatement::Describe { name } => {
+                let schema = if let Some(t) = self.planner.catalog.tables.get(name) {
+                    t.schema.clone()
+                } else if let Some(v) = self.planner.catalog.views.get(name) {
+                    v.schema.clone()
+                } else {
+                    return Err(Error::plan(format!("no table or view named '{name}'")));
+                };
+                let wm = self.planner.catalog.tables.get(name).and_then(|t| t.watermark.clone());
+                Ok(Outcome::Table {
+                    header: vec!["name".into(), "type".into(), "null".into(), "watermark".into()],
+                    rows: schema
+                        .fields()
+                        .iter()
+                        .map(|f| {
+                            vec![
+                                f.name().clone(),
+                                sql_name(f.data_type()),
+                                f.is_nullable().to_string().to_uppercase(),
+                                wm.as_ref().filter(|(c, _)| c == f.name()).map(|(_, e)| e.to_string()).unwrap_or_default(),
+                            ]
+                        })
+                        .collect(),
+                })
+            }
+            WeirStatement::Insert { table, query } => {
+                Ok(Outcome::Job(Box::new(self.planner.plan_insert(table, query).await?)))
+            }
+            WeirStatement::Select(query) => Ok(Outcome::Job(Box::new(self.planner.plan_select(query).await?))),
+            WeirStatement::Explain(inner) => {
+                let plan = match inner.as_ref() {
+                    WeirStatement::Insert { table, query } => self.planner.plan_insert(table, query).await?,
+                    WeirStatement::Select(query) => self.planner.plan_select(query).await?,
+                    _ => return Err(Error::plan("EXPLAIN takes a SELECT or an INSERT INTO")),
+                };
+                let graph = self.build_job(std::slice::from_ref(&plan)).await?;
+                Ok(Outcome::Explain(format!(
+                    "== Optimized Logical Plan ==\n{}\n\n== Job Graph ==\n{}",
+                    plan.logical_plan,
+                    graph.chained().explain()
+                )))
+            }
+        }
+    }
+
+    /// Compiles planned statements into one job graph (one job per script, like a Flink
+    /// statement set), creating and validating sources and sinks.
+    pub async fn build_job(&self, plans: &[StreamPlan]) -> Result<JobGraph> {
+        if self.config.runtime_mode() == RuntimeMode::Batch {
+            return Err(Error::config(
+                "batch mode ('execution.runtime-mode' = 'batch') is not implemented yet; \
+                 run bounded queries in streaming mode, which gives the same final result",
+            ));
+        }
+        let mut graph = JobGraph::default();
+        for (i, plan) in plans.iter().enumerate() {
+            compile_into(&mut graph, plan, i, self.config.parallelism()).await?;
+        }
+        Ok(graph)
+    }
+
+    /// Starts a job graph with the session's configuration.
+    pub async fn start(&self, graph: JobGraph, restore: Option<RestoreFrom>) -> Result<JobHandle> {
+        let mut opts = JobOptions::from_config(&self.config);
+        opts.restore = restore;
+        weir_runtime::start(graph, opts).await
+    }
+}

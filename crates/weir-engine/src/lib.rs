@@ -1,0 +1,12 @@
+//! The engine: sessions that execute SQL statements ([`Engine`]), the compilation of
+//! planned queries into runtime job graphs ([`compile`]), and the operators that
+//! implement SQL semantics ([`operators`]).
+//!
+//! It joins the layers below it — `weir-sql` (planning), `weir-runtime` (execution) and
+//! `weir-connectors` (I/O) — which do not know each other.
+
+pub mod compile;
+pub mod engine;
+pub mod operators;
+
+pub use engine::{Engine, Outcome};

@@ -1,0 +1,277 @@
+//! The checkpoint coordinator: triggers checkpoints (periodically, on request, and as
+//! soon as tasks reach end of data), collects acknowledgements, writes `_metadata`,
+//! notifies tasks of completion or abortion, and retains a bounded number of checkpoints.
+//!
+//! At most one checkpoint is in flight. With finished tasks (FLIP-147) it triggers the
+//! running tasks that have no running upstream task and waits for every running task.
+//! A task that closes while a checkpoint waits for it declines that checkpoint; the next
+//! one is triggered at once.
+
+use crate::checkpoint::{CheckpointMetadata, SubtaskEntry, SubtaskStatus, VertexEntry};
+use crate::message::{Barrier, CheckpointKind};
+use crate::metrics::JobMetrics;
+use crate::plan::{TaskRef, plan_trigger};
+use crate::storage::CheckpointStorage;
+use crate::task::{Control, TaskEvent};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use weir_common::{CheckpointId, Error, JobId, Result};
+
+/// Requests to the coordinator from a job handle.
+pub enum Command {
+    /// Take a checkpoint now; answers with its id once it completed.
+    Checkpoint { reply: oneshot::Sender<Result<CheckpointId>> },
+}
+
+pub(crate) struct CoordinatorConfig {
+    pub interval: Option<Duration>,
+    pub timeout: Duration,
+    pub min_pause: Duration,
+    pub retained: usize,
+    pub checkpoints_after_finish: bool,
+    pub max_parallelism: usize,
+}
+
+pub(crate) struct VertexInfo {
+    pub uid: String,
+    pub name: String,
+    pub parallelism: usize,
+}
+
+struct Pending {
+    id: CheckpointId,
+    started: Instant,
+    acks: HashMap<TaskRef, (SubtaskStatus, String)>,
+    waiting: Vec<TaskRef>,
+    replies: Vec<oneshot::Sender<Result<CheckpointId>>>,
+}
+
+pub(crate) struct Coordinator {
+    pub job_id: JobId,
+    pub vertices: Vec<VertexInfo>,
+    pub upstream: Vec<Vec<Vec<TaskRef>>>,
+    pub controls: Vec<Vec<UnboundedSender<Control>>>,
+    pub storage: CheckpointStorage,
+    pub config: CoordinatorConfig,
+    pub metrics: Arc<JobMetrics>,
+    pub next_id: u64,
+    pub events: UnboundedReceiver<TaskEvent>,
+    pub commands: Receiver<Command>,
+}
+
+/// What the coordinator reports when the job ends.
+#[derive(Debug, Clone, Default)]
+pub struct CoordinatorOutcome {
+    pub checkpoints_completed: u64,
+    pub last_checkpoint: Option<String>,
+}
+
+impl Coordinator {
+    pub async fn run(mut self) -> Result<CoordinatorOutcome> {
+        let mut closed: Vec<Vec<bool>> =
+            self.vertices.iter().map(|v| vec![false; v.parallelism]).collect();
+        let mut pending: Option<Pending> = None;
+        let mut waiting_replies: Vec<oneshot::Sender<Result<CheckpointId>>> = Vec::new();
+        let mut completed: VecDeque<CheckpointId> = VecDeque::new();
+        let mut outcome = CoordinatorOutcome::default();
+        let mut asap = false;
+        let mut last_trigger = Instant::now();
+        let mut last_complete = Instant::now() - self.config.min_pause;
+        let far = Duration::from_secs(365 * 24 * 3600);
+
+        loop {
+            if closed.iter().all(|v| v.iter().all(|c| *c)) {
+                for r in waiting_replies.drain(..) {
+                    let _ = r.send(Err(Error::Checkpoint("the job finished".into())));
+                }
+                return Ok(outcome);
+            }
+            let deadline = match &pending {
+                Some(p) => p.started + self.config.timeout,
+                None if asap || !waiting_replies.is_empty() => Instant::now(),
+                None => match self.config.interval {
+                    Some(i) => (last_trigger + i).max(last_complete + self.config.min_pause),
+                    None => Instant::now() + far,
+                },
+            };
+            tokio::select! {
+                ev = self.events.recv() => {
+                    let Some(ev) = ev else { return Ok(outcome) };
+                    match ev {
+                        TaskEvent::Ack { task, id, status, state_file } => {
+                            let done = match pending.as_mut() {
+                                Some(p) if p.id == id => {
+                                    p.acks.insert(task, (status, state_file));
+                                    p.waiting.retain(|t| *t != task);
+                                    p.waiting.is_empty()
+                                }
+                                _ => false,
+                            };
+                            if done {
+                                let p = pending.take().expect("pending checkpoint");
+                                self.complete(p, &closed, &mut completed, &mut outcome).await?;
+                                last_complete = Instant::now();
+                            }
+                        }
+                        TaskEvent::EndOfData { task } => {
+                            // Trigger the final checkpoint now (FLIP-147 without waiting
+                            // for the interval) unless the pending one will include the
+                            // task's finished state anyway.
+                            if pending.as_ref().is_none_or(|p| p.acks.contains_key(&task)) {
+                                asap = true;
+                            }
+                        }
+                        TaskEvent::Closed { task } => {
+                            closed[task.0][task.1] = true;
+                            if pending.as_ref().is_some_and(|p| p.waiting.contains(&task)) {
+                                let p = pending.take().expect("pending checkpoint");
+                                self.abort(p, "a task finished while the checkpoint was in flight").await;
+                                asap = true;
+                            }
+                        }
+                    }
+                }
+                cmd = self.commands.recv() => {
+                    if let Some(Command::Checkpoint { reply }) = cmd {
+                        waiting_replies.push(reply);
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    if let Some(p) = pending.take() {
+                        self.abort(p, "timed out").await;
+                        asap = true;
+                        continue;
+                    }
+                    let any_closed = closed.iter().any(|v| v.iter().any(|c| *c));
+                    if any_closed && !self.config.checkpoints_after_finish {
+                        // The behaviour before FLIP-147: no checkpoints once a task finished.
+                        asap = false;
+                        last_trigger = Instant::now();
+                        for r in waiting_replies.drain(..) {
+                            let _ = r.send(Err(Error::Checkpoint(
+                                "checkpoints are disabled after tasks finished".into(),
+                            )));
+                        }
+                        continue;
+                    }
+                    asap = false;
+                    last_trigger = Instant::now();
+                    pending = self.trigger(&closed, std::mem::take(&mut waiting_replies));
+                }
+            }
+        }
+    }
+
+    fn trigger(
+        &mut self,
+        closed: &[Vec<bool>],
+        replies: Vec<oneshot::Sender<Result<CheckpointId>>>,
+    ) -> Option<Pending> {
+        let plan = plan_trigger(&self.upstream, closed);
+        if plan.wait_for.is_empty() {
+            return None;
+        }
+        let id = CheckpointId(self.next_id);
+        self.next_id += 1;
+        let barrier = Barrier { id, kind: CheckpointKind::Checkpoint };
+        tracing::debug!(checkpoint = id.0, triggered = plan.trigger.len(), "trigger checkpoint");
+        for (v, s) in &plan.trigger {
+            let _ = self.controls[*v][*s].send(Control::Trigger(barrier));
+        }
+        Some(Pending { id, started: Instant::now(), acks: HashMap::new(), waiting: plan.wait_for, replies })
+    }
+
+    async fn complete(
+        &mut self,
+        p: Pending,
+        closed: &[Vec<bool>],
+        completed: &mut VecDeque<CheckpointId>,
+        outcome: &mut CoordinatorOutcome,
+    ) -> Result<()> {
+        let vertices = self
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(v, info)| VertexEntry {
+                uid: info.uid.clone(),
+                name: info.name.clone(),
+                parallelism: info.parallelism,
+                subtasks: (0..info.parallelism)
+                    .map(|s| match p.acks.get(&(v, s)) {
+                        Some((status, file)) => SubtaskEntry {
+                            subtask: s,
+                            status: *status,
+                            state_file: Some(file.clone()),
+                        },
+                        None => {
+                            debug_assert!(closed[v][s]);
+                            SubtaskEntry { subtask: s, status: SubtaskStatus::Closed, state_file: None }
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        let meta = CheckpointMetadata {
+            format_version: 1,
+            job_id: self.job_id.to_string(),
+            checkpoint_id: p.id,
+            savepoint: false,
+            completed_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default(),
+            max_parallelism: self.config.max_parallelism,
+            vertices,
+        };
+        if let Err(e) = self.storage.write_metadata(&meta).await {
+            tracing::warn!("checkpoint {} failed: cannot write _metadata: {e}", p.id);
+            self.abort(p, "cannot write _metadata").await;
+            return Ok(());
+        }
+        weir_common::failpoint("after-metadata");
+        self.metrics.last_checkpoint.store(p.id.0, Ordering::Relaxed);
+        self.metrics.checkpoints_completed.fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .last_checkpoint_ms
+            .store(p.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        outcome.checkpoints_completed += 1;
+        outcome.last_checkpoint = Some(self.storage.describe(p.id));
+        tracing::debug!(checkpoint = p.id.0, "checkpoint complete");
+        for (v, subtasks) in self.controls.iter().enumerate() {
+            for (s, ctl) in subtasks.iter().enumerate() {
+                if !closed[v][s] {
+                    let _ = ctl.send(Control::Complete(p.id));
+                }
+            }
+        }
+        for r in p.replies {
+            let _ = r.send(Ok(p.id));
+        }
+        completed.push_back(p.id);
+        while completed.len() > self.config.retained.max(1) {
+            let old = completed.pop_front().expect("non-empty");
+            if let Err(e) = self.storage.discard(old).await {
+                tracing::warn!("cannot delete old checkpoint {old}: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn abort(&mut self, p: Pending, why: &str) {
+        tracing::info!("checkpoint {} aborted: {why}", p.id);
+        for subtasks in &self.controls {
+            for ctl in subtasks {
+                let _ = ctl.send(Control::Aborted(p.id));
+            }
+        }
+        for r in p.replies {
+            let _ = r.send(Err(Error::Checkpoint(format!("checkpoint {} aborted: {why}", p.id))));
+        }
+        let _ = self.storage.discard(p.id).await;
+    }
+}

@@ -1,0 +1,131 @@
+//! The sending side of a task: one [`OutEdge`] per outgoing edge, each with one channel
+//! per downstream subtask. Data is partitioned; every other message goes to all channels.
+
+use crate::graph::Partitioning;
+use crate::message::Message;
+use arrow::array::{RecordBatch, UInt32Array};
+use std::hash::BuildHasherDefault;
+use tokio::sync::mpsc::Sender;
+use weir_common::{Error, Result};
+
+/// Key group of a hash (Flink: `murmur(key) % maxParallelism`).
+pub fn key_group(hash: u64, max_parallelism: usize) -> usize {
+    (hash % max_parallelism as u64) as usize
+}
+
+/// Subtask that owns a key group (Flink's `keyGroup * parallelism / maxParallelism`).
+pub fn subtask_for_key_group(key_group: usize, parallelism: usize, max_parallelism: usize) -> usize {
+    key_group * parallelism / max_parallelism
+}
+
+/// Hashes of the `keys` columns of every row; stable across processes, so the same key
+/// maps to the same key group after a restore.
+pub fn hash_rows(batch: &RecordBatch, keys: &[usize]) -> Result<Vec<u64>> {
+    let mut hashes = vec![0u64; batch.num_rows()];
+    let arrays: Vec<_> = keys.iter().map(|k| batch.column(*k).clone()).collect();
+    let builder = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    datafusion::common::hash_utils::create_hashes_with_hasher(&arrays, &builder, &mut hashes)?;
+    Ok(hashes)
+}
+
+pub(crate) struct OutEdge {
+    pub partitioning: Partitioning,
+    pub channels: Vec<Sender<Message>>,
+    pub next: usize,
+    pub max_parallelism: usize,
+}
+
+impl OutEdge {
+    async fn send(&self, channel: usize, msg: Message) -> Result<()> {
+        self.channels[channel]
+            .send(msg)
+            .await
+            .map_err(|_| Error::Cancelled)
+    }
+
+    async fn send_data(&mut self, subtask: usize, batch: RecordBatch) -> Result<()> {
+        let n = self.channels.len();
+        match &self.partitioning {
+            Partitioning::Forward => {
+                let ch = if n == 1 { 0 } else { subtask };
+                self.send(ch, Message::Data(batch)).await
+            }
+            Partitioning::Rebalance => {
+                let ch = self.next % n;
+                self.next = self.next.wrapping_add(1);
+                self.send(ch, Message::Data(batch)).await
+            }
+            Partitioning::Broadcast => {
+                for ch in 0..n {
+                    self.send(ch, Message::Data(batch.clone())).await?;
+                }
+                Ok(())
+            }
+            Partitioning::Hash(keys) => {
+                let hashes = hash_rows(&batch, keys)?;
+                let mut rows: Vec<Vec<u32>> = vec![Vec::new(); n];
+                for (row, h) in hashes.iter().enumerate() {
+                    let kg = key_group(*h, self.max_parallelism);
+                    rows[subtask_for_key_group(kg, n, self.max_parallelism)].push(row as u32);
+                }
+                for (ch, idx) in rows.into_iter().enumerate() {
+                    if idx.is_empty() {
+                        continue;
+                    }
+                    let part = if idx.len() == batch.num_rows() {
+                        batch.clone()
+                    } else {
+                        let indices = UInt32Array::from(idx);
+                        let columns = batch
+                            .columns()
+                            .iter()
+                            .map(|c| arrow::compute::take(c, &indices, None))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        RecordBatch::try_new(batch.schema(), columns)?
+                    };
+                    self.send(ch, Message::Data(part)).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// All outgoing edges of a task.
+pub(crate) struct OutputWriter {
+    pub subtask: usize,
+    pub edges: Vec<OutEdge>,
+}
+
+impl OutputWriter {
+    pub async fn data(&mut self, batch: RecordBatch) -> Result<()> {
+        let subtask = self.subtask;
+        for edge in &mut self.edges {
+            edge.send_data(subtask, batch.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends a non-data message to every downstream channel.
+    pub async fn broadcast(&mut self, msg: Message) -> Result<()> {
+        for edge in &self.edges {
+            for ch in 0..edge.channels.len() {
+                edge.send(ch, msg.clone()).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_groups_cover_all_subtasks_in_ranges() {
+        let owners: Vec<_> = (0..128).map(|kg| subtask_for_key_group(kg, 3, 128)).collect();
+        assert_eq!(owners[0], 0);
+        assert_eq!(owners[127], 2);
+        assert!(owners.windows(2).all(|w| w[0] <= w[1]));
+    }
+}

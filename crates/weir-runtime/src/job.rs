@@ -1,0 +1,342 @@
+//! Starting a job: chaining, channels, restore, tasks, coordinator, and the handle that
+//! watches them. The first task failure cancels the whole job; the job is then restarted
+//! from its latest checkpoint by the user or the CLI (`--restore latest`).
+
+use crate::checkpoint::OperatorState;
+use crate::coordinator::{Command, Coordinator, CoordinatorConfig, VertexInfo};
+use crate::exchange::{OutEdge, OutputWriter};
+use crate::graph::{JobGraph, Partitioning};
+use crate::metrics::JobMetrics;
+use crate::operator::TaskInfo;
+use crate::plan::{check_restore, redistribute, upstream_tasks};
+use crate::storage::{CheckpointStorage, RestoredCheckpoint, resolve_location};
+use crate::task::{InputChannel, Task};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use weir_common::{CheckpointId, Error, JobId, Result};
+
+/// Where to restore from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreFrom {
+    /// The newest completed checkpoint under the checkpoint folder.
+    Latest,
+    /// A checkpoint or savepoint folder (or its `_metadata`).
+    Path(String),
+}
+
+/// How to run a job.
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    pub job_id: JobId,
+    pub checkpoint_interval: Option<Duration>,
+    pub checkpoint_timeout: Duration,
+    pub min_pause: Duration,
+    pub retained: usize,
+    pub checkpoints_after_tasks_finish: bool,
+    /// Folder or URL of checkpoints; `None` keeps them in memory.
+    pub checkpoint_dir: Option<String>,
+    pub restore: Option<RestoreFrom>,
+    pub max_parallelism: usize,
+    /// Messages buffered per channel before the sender waits (back-pressure).
+    pub channel_capacity: usize,
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        Self {
+            job_id: JobId::new(),
+            checkpoint_interval: None,
+            checkpoint_timeout: Duration::from_secs(600),
+            min_pause: Duration::ZERO,
+            retained: 1,
+            checkpoints_after_tasks_finish: true,
+            checkpoint_dir: None,
+            restore: None,
+            max_parallelism: 128,
+            channel_capacity: 8,
+        }
+    }
+}
+
+impl JobOptions {
+    /// Options from a [`weir_common::Config`].
+    pub fn from_config(config: &weir_common::Config) -> Self {
+        Self {
+            checkpoint_interval: config.checkpoint_interval(),
+            checkpoint_timeout: config.checkpoint_timeout(),
+            min_pause: config.checkpoint_min_pause(),
+            retained: config.num_retained_checkpoints(),
+            checkpoints_after_tasks_finish: config.checkpoints_after_tasks_finish(),
+            checkpoint_dir: config.checkpoint_dir(),
+            max_parallelism: config.max_parallelism(),
+            ..Self::default()
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone)]
+pub struct JobOutcome {
+    pub job_id: JobId,
+    pub checkpoints_completed: u64,
+    /// Location of the last completed checkpoint.
+    pub last_checkpoint: Option<String>,
+    /// Location of the checkpoint the job restored from.
+    pub restored_from: Option<String>,
+}
+
+/// A running job.
+pub struct JobHandle {
+    pub job_id: JobId,
+    pub metrics: Arc<JobMetrics>,
+    /// Where the job restored from, if it did.
+    pub restored_from: Option<String>,
+    commands: mpsc::Sender<Command>,
+    join: tokio::task::JoinHandle<Result<JobOutcome>>,
+}
+
+impl JobHandle {
+    /// Waits for the job to end.
+    pub async fn wait(self) -> Result<JobOutcome> {
+        match self.join.await {
+            Ok(r) => r,
+            Err(e) if e.is_cancelled() => Err(Error::Cancelled),
+            Err(e) => Err(Error::internal(format!("job supervisor panicked: {e}"))),
+        }
+    }
+
+    /// Triggers a checkpoint and waits for it to complete.
+    pub async fn checkpoint(&self) -> Result<CheckpointId> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Checkpoint { reply: tx })
+            .await
+            .map_err(|_| Error::Checkpoint("the job has ended".into()))?;
+        rx.await.map_err(|_| Error::Checkpoint("the job has ended".into()))?
+    }
+
+    /// Cancels the job: tasks stop at once, nothing more is committed.
+    pub fn cancel(&self) {
+        self.join.abort();
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.join.is_finished()
+    }
+}
+
+/// Starts `graph`. Vertices connected by forward edges of equal parallelism are chained.
+pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
+    let graph = graph.chained();
+    let (store, base) = match &opts.checkpoint_dir {
+        Some(dir) => resolve_location(dir)?,
+        None => resolve_location("memory://weir-checkpoints")?,
+    };
+    let storage = CheckpointStorage::new(store, &base, opts.job_id);
+
+    // Restore.
+    let restored = match &opts.restore {
+        None => None,
+        Some(RestoreFrom::Path(p)) => Some(RestoredCheckpoint::open(p).await?),
+        Some(RestoreFrom::Latest) => {
+            let dir = opts.checkpoint_dir.as_deref().ok_or_else(|| {
+                Error::config("--restore latest needs a checkpoint folder (--checkpoint-dir)")
+            })?;
+            match RestoredCheckpoint::latest(dir).await? {
+                Some(c) => Some(c),
+                None => {
+                    tracing::info!("no completed checkpoint under '{dir}': starting fresh");
+                    None
+                }
+            }
+        }
+    };
+    if let Some(r) = &restored {
+        check_restore(&graph, &r.metadata)?;
+        if r.metadata.max_parallelism != opts.max_parallelism {
+            return Err(Error::Checkpoint(format!(
+                "checkpoint was taken with pipeline.max-parallelism = {}, the job has {}; it cannot change",
+                r.metadata.max_parallelism, opts.max_parallelism
+            )));
+        }
+    }
+    let next_id = restored.as_ref().map(|r| r.metadata.checkpoint_id.0 + 1).unwrap_or(1);
+
+    let metrics = Arc::new(JobMetrics::default());
+    let attempt = uuid::Uuid::new_v4();
+    let (event_tx, event_rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = mpsc::channel(16);
+
+    // Channels: one per (upstream subtask, downstream subtask) pair of every edge.
+    let n = graph.vertices.len();
+    let mut out_edges: Vec<Vec<Vec<OutEdge>>> =
+        graph.vertices.iter().map(|v| (0..v.parallelism).map(|_| Vec::new()).collect()).collect();
+    let mut in_channels: Vec<Vec<Vec<InputChannel>>> =
+        graph.vertices.iter().map(|v| (0..v.parallelism).map(|_| Vec::new()).collect()).collect();
+    for e in &graph.edges {
+        let (fp, tp) = (graph.vertices[e.from].parallelism, graph.vertices[e.to].parallelism);
+        for s in 0..fp {
+            let targets: Vec<usize> = match e.partitioning {
+                Partitioning::Forward => {
+                    if fp != tp {
+                        return Err(Error::internal("forward edge between different parallelisms"));
+                    }
+                    vec![s]
+                }
+                _ => (0..tp).collect(),
+            };
+            let mut senders = Vec::new();
+            for t in targets {
+                let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
+                senders.push(tx);
+                in_channels[e.to][t].push(InputChannel::new(rx, e.input));
+            }
+            out_edges[e.from][s].push(OutEdge {
+                partitioning: e.partitioning.clone(),
+                channels: senders,
+                next: s,
+                max_parallelism: opts.max_parallelism,
+            });
+        }
+    }
+
+    let mut controls = Vec::with_capacity(n);
+    let mut tasks = Vec::new();
+    for (v, vertex) in graph.vertices.iter().enumerate() {
+        let entry = restored.as_ref().and_then(|r| r.metadata.vertex(&vertex.uid));
+        let finished_on_restore = entry.is_some_and(|e| e.fully_finished());
+        // Gather the state of every old subtask, per chain position, and split it anew.
+        let (mut source_states, mut op_states) = (None, vec![None; vertex.operators.len()]);
+        if let (Some(r), Some(entry)) = (&restored, entry) {
+            let mut src: Vec<OperatorState> = Vec::new();
+            let mut ops: Vec<Vec<OperatorState>> = vec![Vec::new(); vertex.operators.len()];
+            for sub in &entry.subtasks {
+                let Some(file) = &sub.state_file else { continue };
+                let snap = r.read_task_state(file).await?;
+                src.extend(snap.source);
+                if snap.operators.len() != ops.len() {
+                    return Err(Error::Checkpoint(format!(
+                        "checkpoint state of '{}' has {} operators, the job has {}",
+                        vertex.name,
+                        snap.operators.len(),
+                        ops.len()
+                    )));
+                }
+                for (slot, st) in ops.iter_mut().zip(snap.operators) {
+                    slot.push(st);
+                }
+            }
+            source_states = Some(redistribute(&src, vertex.parallelism));
+            op_states = ops.iter().map(|o| Some(redistribute(o, vertex.parallelism))).collect();
+        }
+        let mut vertex_controls = Vec::new();
+        for s in 0..vertex.parallelism {
+            let info = TaskInfo {
+                job_id: opts.job_id,
+                attempt,
+                vertex_uid: vertex.uid.clone(),
+                vertex_name: vertex.name.clone(),
+                subtask: s,
+                parallelism: vertex.parallelism,
+                max_parallelism: opts.max_parallelism,
+                metrics: metrics.clone(),
+            };
+            let source = match &vertex.source {
+                Some(f) => Some(f.create(&info, source_states.as_ref().map(|st| st[s].clone()))?),
+                None => None,
+            };
+            let operators =
+                vertex.operators.iter().map(|f| f.create(&info)).collect::<Result<Vec<_>>>()?;
+            let restored_ops = op_states.iter().map(|o| o.as_ref().map(|st| st[s].clone())).collect();
+            let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+            vertex_controls.push(ctl_tx);
+            tasks.push(Task {
+                info,
+                task_ref: (v, s),
+                source,
+                operators,
+                restored: restored_ops,
+                finished_on_restore,
+                last_is_sink: vertex.operators.last().is_some_and(|o| o.is_sink()),
+                inputs: std::mem::take(&mut in_channels[v][s]),
+                output: OutputWriter { subtask: s, edges: std::mem::take(&mut out_edges[v][s]) },
+                control: ctl_rx,
+                events: event_tx.clone(),
+                storage: storage.clone(),
+                checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
+            });
+        }
+        controls.push(vertex_controls);
+    }
+    drop(event_tx);
+
+    let coordinator = Coordinator {
+        job_id: opts.job_id,
+        vertices: graph
+            .vertices
+            .iter()
+            .map(|v| VertexInfo { uid: v.uid.clone(), name: v.name.clone(), parallelism: v.parallelism })
+            .collect(),
+        upstream: upstream_tasks(&graph),
+        controls,
+        storage,
+        config: CoordinatorConfig {
+            interval: opts.checkpoint_interval,
+            timeout: opts.checkpoint_timeout,
+            min_pause: opts.min_pause,
+            retained: opts.retained,
+            checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
+            max_parallelism: opts.max_parallelism,
+        },
+        metrics: metrics.clone(),
+        next_id,
+        events: event_rx,
+        commands: cmd_rx,
+    };
+
+    let restored_from = restored.as_ref().map(|r| r.path.to_string());
+    let job_id = opts.job_id;
+    let restored_from2 = restored_from.clone();
+    let join = tokio::spawn(async move {
+        let mut set = JoinSet::new();
+        for t in tasks {
+            set.spawn(t.run());
+        }
+        let coordinator = tokio::spawn(coordinator.run());
+        let mut failure: Option<Error> = None;
+        while let Some(joined) = set.join_next().await {
+            let result = match joined {
+                Ok(r) => r,
+                Err(e) if e.is_cancelled() => Err(Error::Cancelled),
+                Err(e) => Err(Error::internal(format!("a task panicked: {e}"))),
+            };
+            if let Err(e) = result {
+                let replace = match &failure {
+                    None => true,
+                    Some(Error::Cancelled) => !matches!(e, Error::Cancelled),
+                    Some(_) => false,
+                };
+                if replace {
+                    failure = Some(e);
+                }
+                set.abort_all();
+                coordinator.abort();
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let outcome = coordinator
+            .await
+            .map_err(|e| Error::internal(format!("checkpoint coordinator failed: {e}")))??;
+        Ok(JobOutcome {
+            job_id,
+            checkpoints_completed: outcome.checkpoints_completed,
+            last_checkpoint: outcome.last_checkpoint,
+            restored_from: restored_from2,
+        })
+    });
+    Ok(JobHandle { job_id, metrics, restored_from, commands: cmd_tx, join })
+}

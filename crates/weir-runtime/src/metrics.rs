@@ -1,0 +1,33 @@
+//! Counters shared between tasks and whoever watches the job (the CLI's progress line).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Job-wide counters; updated with relaxed atomics.
+#[derive(Debug, Default)]
+pub struct JobMetrics {
+    /// Rows produced by sources.
+    pub rows_in: AtomicU64,
+    /// Rows received by sinks.
+    pub rows_out: AtomicU64,
+    /// Id of the last completed checkpoint (0: none).
+    pub last_checkpoint: AtomicU64,
+    /// Number of completed checkpoints.
+    pub checkpoints_completed: AtomicU64,
+    /// Duration of the last completed checkpoint, in milliseconds.
+    pub last_checkpoint_ms: AtomicU64,
+}
+
+impl JobMetrics {
+    pub fn rows_in(&self) -> u64 {
+        self.rows_in.load(Ordering::Relaxed)
+    }
+    pub fn rows_out(&self) -> u64 {
+        self.rows_out.load(Ordering::Relaxed)
+    }
+    pub fn last_checkpoint(&self) -> Option<u64> {
+        Some(self.last_checkpoint.load(Ordering::Relaxed)).filter(|c| *c > 0)
+    }
+    pub fn checkpoints_completed(&self) -> u64 {
+        self.checkpoints_completed.load(Ordering::Relaxed)
+    }
+}

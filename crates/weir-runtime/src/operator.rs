@@ -1,0 +1,144 @@
+//! The operator trait and its lifecycle.
+//!
+//! # Call order
+//! For each subtask the runtime calls, on one tokio task and never concurrently:
+//!
+//! `open` → (`process_batch` | `process_watermark` | `prepare_snapshot_pre_barrier` →
+//! `snapshot_state` | `notify_checkpoint_complete` | `notify_checkpoint_aborted`)* →
+//! `end_input(i)` for each input → `finish` → (checkpoint events only, until the first
+//! checkpoint taken after `finish` completes) → `close`.
+//!
+//! * `finish` flushes buffered results; no record may be emitted after it returns. It
+//!   never commits anything: commits happen in `notify_checkpoint_complete`.
+//! * `close` releases resources. It is called on a normal end; on failure the task is
+//!   dropped, so `Drop` must be enough to release what `close` would.
+//! * `prepare_snapshot_pre_barrier` runs before the barrier is forwarded, so records it
+//!   emits belong to the checkpoint (two-phase-commit writers pre-commit here).
+//! * A returned error fails the job, which then restarts from its last checkpoint.
+
+use crate::checkpoint::OperatorState;
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+use std::sync::Arc;
+use weir_common::{CheckpointId, JobId, Result};
+
+/// Where a subtask stands in the job.
+#[derive(Debug, Clone)]
+pub struct TaskInfo {
+    pub job_id: JobId,
+    /// A fresh id per run of the job (a restore is a new attempt).
+    pub attempt: uuid::Uuid,
+    pub vertex_uid: String,
+    pub vertex_name: String,
+    pub subtask: usize,
+    pub parallelism: usize,
+    pub max_parallelism: usize,
+    pub metrics: Arc<crate::JobMetrics>,
+}
+
+/// A record-level item an operator emits.
+#[derive(Debug, Clone)]
+pub enum StreamItem {
+    Batch(RecordBatch),
+    Watermark(i64),
+}
+
+/// Collects what an operator emits during one call; the runtime passes it on.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub(crate) items: Vec<StreamItem>,
+}
+
+impl Output {
+    /// Emits a batch (empty batches are dropped).
+    pub fn emit(&mut self, batch: RecordBatch) {
+        if batch.num_rows() > 0 {
+            self.items.push(StreamItem::Batch(batch));
+        }
+    }
+    /// Emits a watermark.
+    pub fn emit_watermark(&mut self, watermark: i64) {
+        self.items.push(StreamItem::Watermark(watermark));
+    }
+    /// Takes what was emitted (useful for tests of operators).
+    pub fn take(&mut self) -> Vec<StreamItem> {
+        std::mem::take(&mut self.items)
+    }
+}
+
+/// A streaming operator. See the module documentation for the call order.
+#[async_trait]
+pub trait Operator: Send {
+    /// Called once before anything else; `restored` is this subtask's share of the
+    /// operator's state when the job restores from a checkpoint.
+    async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
+        let _ = restored;
+        Ok(())
+    }
+
+    /// Processes one batch from input `input` (0 for single-input operators).
+    async fn process_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Output)
+    -> Result<()>;
+
+    /// Called when the combined watermark of all inputs advances. The default forwards it.
+    async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
+        out.emit_watermark(watermark);
+        Ok(())
+    }
+
+    /// Before the barrier of `checkpoint` is forwarded.
+    async fn prepare_snapshot_pre_barrier(
+        &mut self,
+        checkpoint: CheckpointId,
+        out: &mut Output,
+    ) -> Result<()> {
+        let _ = (checkpoint, out);
+        Ok(())
+    }
+
+    /// Returns the state to store in `checkpoint`.
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
+        let _ = checkpoint;
+        Ok(OperatorState::default())
+    }
+
+    /// `checkpoint` completed: every task stored its state. Commit here.
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        let _ = checkpoint;
+        Ok(())
+    }
+
+    /// `checkpoint` will never complete.
+    async fn notify_checkpoint_aborted(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        let _ = checkpoint;
+        Ok(())
+    }
+
+    /// Input `input` has no more data.
+    async fn end_input(&mut self, input: usize, out: &mut Output) -> Result<()> {
+        let _ = (input, out);
+        Ok(())
+    }
+
+    /// All inputs ended: flush and emit what is left. Nothing may be emitted later.
+    async fn finish(&mut self, out: &mut Output) -> Result<()> {
+        let _ = out;
+        Ok(())
+    }
+
+    /// Releases resources after the final checkpoint.
+    async fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Creates the operator instance of each subtask.
+pub trait OperatorFactory: Send + Sync {
+    /// Short name shown by EXPLAIN, e.g. `Calc(filter, project)`.
+    fn name(&self) -> String;
+    fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>>;
+    /// True for sinks: they take no part in output edges.
+    fn is_sink(&self) -> bool {
+        false
+    }
+}

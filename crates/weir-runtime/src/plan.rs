@@ -1,0 +1,153 @@
+//! Pure checkpoint-protocol decisions, kept free of I/O and tokio so they can be tested
+//! directly: which tasks a checkpoint triggers and waits for when some tasks have
+//! finished (FLIP-147), how restored state is split among subtasks, and whether a graph
+//! may be restored from a checkpoint.
+
+use crate::checkpoint::{CheckpointMetadata, OperatorState, StateDistribution};
+use crate::graph::{JobGraph, Partitioning};
+use weir_common::{Error, Result};
+
+/// A task, identified by vertex index and subtask index.
+pub type TaskRef = (usize, usize);
+
+/// Upstream tasks of every task: `upstream[v][s]` lists the tasks feeding `(v, s)`.
+/// A forward edge connects subtask `s` to subtask `s` only; every other edge is
+/// all-to-all.
+pub fn upstream_tasks(graph: &JobGraph) -> Vec<Vec<Vec<TaskRef>>> {
+    let mut up: Vec<Vec<Vec<TaskRef>>> =
+        graph.vertices.iter().map(|v| vec![Vec::new(); v.parallelism]).collect();
+    for e in &graph.edges {
+        let from_p = graph.vertices[e.from].parallelism;
+        for (s, list) in up[e.to].iter_mut().enumerate() {
+            match e.partitioning {
+                Partitioning::Forward => list.push((e.from, s)),
+                _ => list.extend((0..from_p).map(|u| (e.from, u))),
+            }
+        }
+    }
+    up
+}
+
+/// Which tasks a checkpoint must trigger, and which it waits for.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TriggerPlan {
+    /// Running tasks none of whose upstream tasks is still running ("new sources").
+    pub trigger: Vec<TaskRef>,
+    /// Every running task: each must acknowledge.
+    pub wait_for: Vec<TaskRef>,
+}
+
+/// Plans a checkpoint given which tasks have closed. `closed[v][s]` is true once task
+/// `(v, s)` closed. A task that reached end of data but has not closed is still running
+/// here: it takes part in checkpoints until its final one completes.
+pub fn plan_trigger(upstream: &[Vec<Vec<TaskRef>>], closed: &[Vec<bool>]) -> TriggerPlan {
+    let mut trigger = Vec::new();
+    let mut wait_for = Vec::new();
+    for (v, subtasks) in upstream.iter().enumerate() {
+        for (s, ups) in subtasks.iter().enumerate() {
+            if closed[v][s] {
+                continue;
+            }
+            wait_for.push((v, s));
+            if ups.iter().all(|&(uv, us)| closed[uv][us]) {
+                trigger.push((v, s));
+            }
+        }
+    }
+    TriggerPlan { trigger, wait_for }
+}
+
+/// Splits the union of old subtasks' states of one operator among `parallelism` new
+/// subtasks, following the distribution the operator recorded.
+pub fn redistribute(states: &[OperatorState], parallelism: usize) -> Vec<OperatorState> {
+    let distribution = states.first().map(|s| s.distribution).unwrap_or_default();
+    let items: Vec<_> = states.iter().flat_map(|s| s.items.iter().cloned()).collect();
+    let mut out: Vec<OperatorState> =
+        (0..parallelism).map(|_| OperatorState::new(distribution, Vec::new())).collect();
+    match distribution {
+        StateDistribution::RoundRobin => {
+            for (k, item) in items.into_iter().enumerate() {
+                out[k % parallelism].items.push(item);
+            }
+        }
+        StateDistribution::ToFirst => out[0].items = items,
+        StateDistribution::Union => out.iter_mut().for_each(|o| o.items = items.clone()),
+    }
+    out
+}
+
+/// Checks that `graph` can restore from `meta`: every vertex of the checkpoint that held
+/// state exists in the graph, and no vertex that is not fully finished feeds one that is.
+pub fn check_restore(graph: &JobGraph, meta: &CheckpointMetadata) -> Result<()> {
+    for v in &meta.vertices {
+        if !graph.vertices.iter().any(|g| g.uid == v.uid) {
+            return Err(Error::Checkpoint(format!(
+                "checkpoint {} has state for operator '{}' ({}), which the job no longer contains; \
+                 restore it with the same query",
+                meta.checkpoint_id, v.name, v.uid
+            )));
+        }
+    }
+    let finished = |idx: usize| {
+        meta.vertex(&graph.vertices[idx].uid).is_some_and(|v| v.fully_finished())
+    };
+    for e in &graph.edges {
+        if !finished(e.from) && finished(e.to) {
+            return Err(Error::Checkpoint(format!(
+                "cannot restore: operator '{}' is not finished but feeds '{}', which finished in \
+                 checkpoint {}; a finished operator cannot receive new input",
+                graph.vertices[e.from].name, graph.vertices[e.to].name, meta.checkpoint_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::tests::graph_of;
+
+    #[test]
+    fn all_running_triggers_sources_only() {
+        // source(2) --hash--> agg(2) --forward--> sink(2)
+        let g = graph_of(&[2, 2, 2], &[(0, 1, Partitioning::Hash(vec![0])), (1, 2, Partitioning::Forward)]);
+        let up = upstream_tasks(&g);
+        let closed = vec![vec![false; 2]; 3];
+        let p = plan_trigger(&up, &closed);
+        assert_eq!(p.trigger, vec![(0, 0), (0, 1)]);
+        assert_eq!(p.wait_for.len(), 6);
+    }
+
+    #[test]
+    fn one_running_upstream_disqualifies_all_to_all_vertex() {
+        let g = graph_of(&[2, 2, 2], &[(0, 1, Partitioning::Hash(vec![0])), (1, 2, Partitioning::Forward)]);
+        let up = upstream_tasks(&g);
+        let closed = vec![vec![true, false], vec![false, false], vec![false, false]];
+        let p = plan_trigger(&up, &closed);
+        assert_eq!(p.trigger, vec![(0, 1)]);
+        assert!(!p.wait_for.contains(&(0, 0)));
+    }
+
+    #[test]
+    fn forward_edge_looks_at_actual_producer() {
+        let g = graph_of(&[2, 2], &[(0, 1, Partitioning::Forward)]);
+        let up = upstream_tasks(&g);
+        let closed = vec![vec![true, false], vec![false, false]];
+        let p = plan_trigger(&up, &closed);
+        assert_eq!(p.trigger, vec![(0, 1), (1, 0)]);
+        assert_eq!(p.wait_for, vec![(0, 1), (1, 0), (1, 1)]);
+    }
+
+    #[test]
+    fn redistribution_follows_recorded_distribution() {
+        let s = |d, n: i64| OperatorState::new(d, vec![serde_json::json!(n)]);
+        let rr = redistribute(&[s(StateDistribution::RoundRobin, 1), s(StateDistribution::RoundRobin, 2)], 3);
+        assert_eq!(rr.iter().map(|o| o.items.len()).collect::<Vec<_>>(), vec![1, 1, 0]);
+        let first = redistribute(&[s(StateDistribution::ToFirst, 1), s(StateDistribution::ToFirst, 2)], 2);
+        assert_eq!(first[0].items.len(), 2);
+        assert!(first[1].items.is_empty());
+        let union = redistribute(&[s(StateDistribution::Union, 1), s(StateDistribution::Union, 2)], 2);
+        assert_eq!(union[1].items.len(), 2);
+    }
+}

@@ -1,0 +1,53 @@
+//! Sources: the heads of the graph.
+//!
+//! A source is polled by its task; between polls the task handles checkpoint triggers, so
+//! a checkpoint snapshot always sees the position after the last emitted batch.
+//! `poll_next` must be *cancel-safe*: it may be dropped at an `.await` when a checkpoint
+//! trigger arrives, so it must change its position only when it returns a batch.
+
+use crate::checkpoint::OperatorState;
+use crate::operator::TaskInfo;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+use std::time::Duration;
+use weir_common::{CheckpointId, Result};
+
+/// What a poll returned.
+#[derive(Debug)]
+pub enum SourcePoll {
+    Batch(RecordBatch),
+    /// Nothing now; poll again after this long (rate limits, unbounded sources).
+    Idle(Duration),
+    /// Bounded input exhausted for this subtask.
+    Finished,
+}
+
+/// A running source subtask.
+#[async_trait]
+pub trait Source: Send {
+    async fn open(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Next batch. Must be cancel-safe (see module docs).
+    async fn poll_next(&mut self) -> Result<SourcePoll>;
+    /// This subtask's position: one item per split, redistributed on restore.
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState>;
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        let _ = checkpoint;
+        Ok(())
+    }
+    async fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Creates the source of each subtask.
+pub trait SourceFactory: Send + Sync {
+    fn name(&self) -> String;
+    fn schema(&self) -> SchemaRef;
+    fn is_bounded(&self) -> bool;
+    /// `restored` is `None` on a fresh start (the factory splits the input itself) and
+    /// `Some` after a restore (the splits this subtask now owns, maybe none).
+    fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>>;
+}

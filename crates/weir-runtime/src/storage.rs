@@ -1,0 +1,194 @@
+//! Checkpoint storage on `object_store`.
+//!
+//! Layout: `<dir>/<job-id>/chk-<N>/<task>.json` for task state and
+//! `<dir>/<job-id>/chk-<N>/_metadata`, written last. Object stores write whole objects
+//! atomically (the local file system writes a staging file and renames it), so a
+//! checkpoint either has a complete `_metadata` or does not exist.
+
+use crate::checkpoint::{CheckpointMetadata, TaskSnapshot};
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::sync::Arc;
+use weir_common::{CheckpointId, Error, JobId, Result};
+
+/// Turns a location (a local path or a URL: `file://`, `s3://`, `memory://`) into a store
+/// and a path within it. S3 settings come from the usual `AWS_*` environment variables
+/// (`AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+/// `AWS_ALLOW_HTTP`).
+///
+/// A local folder is created if missing (checkpoints and sinks write there).
+pub fn resolve_location(location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+    resolve(location, true)
+}
+
+/// Like [`resolve_location`] for data to read: a local path must exist.
+pub fn resolve_existing_location(location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+    resolve(location, false)
+}
+
+fn resolve(location: &str, create: bool) -> Result<(Arc<dyn ObjectStore>, Path)> {
+    if let Some((scheme, _)) = location.split_once("://") {
+        let url = url::Url::parse(location)
+            .map_err(|e| Error::config(format!("invalid URL '{location}': {e}")))?;
+        return match scheme {
+            "file" => {
+                let path = url
+                    .to_file_path()
+                    .map_err(|_| Error::config(format!("invalid file URL '{location}'")))?;
+                resolve(&path.to_string_lossy(), create)
+            }
+            "s3" | "s3a" => {
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(location)
+                    .build()
+                    .map_err(|e| Error::config(format!("cannot use '{location}': {e}")))?;
+                Ok((Arc::new(store), Path::from(url.path().trim_start_matches('/'))))
+            }
+            "memory" => Ok((memory_store(), Path::from(url.path().trim_start_matches('/')))),
+            other => Err(Error::config(format!(
+                "unsupported storage scheme '{other}://' in '{location}'; supported: a local path, file://, s3://, memory://"
+            ))),
+        };
+    }
+    let path = std::path::Path::new(location);
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    if create {
+        std::fs::create_dir_all(&abs).map_err(|e| {
+            Error::external(format!("cannot create folder '{}': {e}", abs.display()))
+        })?;
+    } else if !abs.exists() {
+        return Err(Error::input(format!("path '{}' does not exist", abs.display())));
+    }
+    let abs = abs.canonicalize()?;
+    let store = object_store::local::LocalFileSystem::new();
+    let p = Path::from_filesystem_path(&abs)
+        .map_err(|e| Error::config(format!("invalid path '{location}': {e}")))?;
+    Ok((Arc::new(store), p))
+}
+
+/// One in-memory store per process, so that `memory://` locations are shared by a job
+/// and its restore within one process.
+fn memory_store() -> Arc<dyn ObjectStore> {
+    static STORE: std::sync::OnceLock<Arc<dyn ObjectStore>> = std::sync::OnceLock::new();
+    STORE.get_or_init(|| Arc::new(object_store::memory::InMemory::new())).clone()
+}
+
+/// Reads and writes the checkpoints of one job.
+#[derive(Debug, Clone)]
+pub struct CheckpointStorage {
+    store: Arc<dyn ObjectStore>,
+    job_root: Path,
+}
+
+impl CheckpointStorage {
+    pub fn new(store: Arc<dyn ObjectStore>, base: &Path, job_id: JobId) -> Self {
+        Self { store, job_root: base.clone().join(job_id.to_string()) }
+    }
+
+    /// Where checkpoint `id` lives.
+    pub fn checkpoint_path(&self, id: CheckpointId) -> Path {
+        self.job_root.clone().join(format!("chk-{}", id.0))
+    }
+
+    pub fn describe(&self, id: CheckpointId) -> String {
+        self.checkpoint_path(id).to_string()
+    }
+
+    pub async fn write_task_state(
+        &self,
+        id: CheckpointId,
+        file: &str,
+        snapshot: &TaskSnapshot,
+    ) -> Result<String> {
+        let bytes = serde_json::to_vec(snapshot)?;
+        self.store.put(&self.checkpoint_path(id).join(file), PutPayload::from(bytes)).await?;
+        Ok(file.to_string())
+    }
+
+    /// Writes `_metadata`, which makes the checkpoint exist.
+    pub async fn write_metadata(&self, meta: &CheckpointMetadata) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(meta)?;
+        let path = self.checkpoint_path(meta.checkpoint_id).join("_metadata");
+        self.store.put(&path, PutPayload::from(bytes)).await?;
+        Ok(())
+    }
+
+    /// Deletes everything of checkpoint `id`.
+    pub async fn discard(&self, id: CheckpointId) -> Result<()> {
+        let prefix = self.checkpoint_path(id);
+        // Delete _metadata first so a half-deleted checkpoint is never taken for a whole one.
+        let _ = self.store.delete(&prefix.clone().join("_metadata")).await;
+        let objects: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+        for o in objects {
+            let _ = self.store.delete(&o.location).await;
+        }
+        Ok(())
+    }
+}
+
+/// A completed checkpoint or savepoint, opened for restore.
+#[derive(Debug, Clone)]
+pub struct RestoredCheckpoint {
+    pub store: Arc<dyn ObjectStore>,
+    pub path: Path,
+    pub metadata: CheckpointMetadata,
+}
+
+impl RestoredCheckpoint {
+    /// Opens the checkpoint at `location` (its folder or its `_metadata` file).
+    pub async fn open(location: &str) -> Result<Self> {
+        let (store, path) = resolve_location(location.trim_end_matches("/_metadata"))?;
+        Self::open_at(store, path).await
+    }
+
+    async fn open_at(store: Arc<dyn ObjectStore>, path: Path) -> Result<Self> {
+        let meta_path = path.clone().join("_metadata");
+        let bytes = match store.get(&meta_path).await {
+            Ok(r) => r.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(Error::Checkpoint(format!(
+                    "'{path}' is not a completed checkpoint: it has no _metadata"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let metadata: CheckpointMetadata = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::Checkpoint(format!("corrupt checkpoint metadata '{meta_path}': {e}"))
+        })?;
+        Ok(Self { store, path, metadata })
+    }
+
+    /// The most recently completed checkpoint or savepoint of any job under `dir`.
+    pub async fn latest(dir: &str) -> Result<Option<Self>> {
+        let (store, base) = resolve_location(dir)?;
+        let mut best: Option<Self> = None;
+        let jobs = store.list_with_delimiter(Some(&base)).await?;
+        for job in jobs.common_prefixes {
+            let checkpoints = store.list_with_delimiter(Some(&job)).await?;
+            for chk in checkpoints.common_prefixes {
+                if !chk.filename().is_some_and(|f| f.starts_with("chk-")) {
+                    continue;
+                }
+                let Ok(found) = Self::open_at(store.clone(), chk).await else { continue };
+                let newer = best.as_ref().is_none_or(|b| {
+                    (found.metadata.completed_at_ms, found.metadata.checkpoint_id)
+                        > (b.metadata.completed_at_ms, b.metadata.checkpoint_id)
+                });
+                if newer {
+                    best = Some(found);
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    pub async fn read_task_state(&self, file: &str) -> Result<TaskSnapshot> {
+        let bytes = self.store.get(&self.path.clone().join(file)).await?.bytes().await?;
+        Ok(serde_json::from_slice(&bytes)?)
+    }
+}

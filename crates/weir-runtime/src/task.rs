@@ -1,0 +1,404 @@
+//! One subtask: a source and/or a chain of operators, its input channels (with barrier
+//! alignment and watermark combination), its output writer, and the FLIP-147 finishing
+//! protocol.
+//!
+//! # States
+//! * **Running**: processes input (or polls its source), takes part in checkpoints.
+//! * **Finished**: every input delivered `EndOfData` (or the source ran out); `end_input`
+//!   and `finish` were called and `EndOfData` was forwarded. The task now handles only
+//!   checkpoint events. When a checkpoint it acknowledged *after* finishing completes, it
+//!   calls `close`, sends `EndOfPartition` and ends.
+//!
+//! # Alignment
+//! A barrier from one channel blocks that channel until the same barrier came from every
+//! channel that is still open; then the task snapshots, forwards the barrier and unblocks.
+//! A newer barrier supersedes an incomplete alignment; an aborted checkpoint cancels it.
+
+use crate::checkpoint::{OperatorState, SubtaskStatus, TaskSnapshot};
+use crate::exchange::OutputWriter;
+use crate::message::{Barrier, Message, StopMode};
+use crate::operator::{Operator, Output, StreamItem, TaskInfo};
+use crate::plan::TaskRef;
+use crate::source::{Source, SourcePoll};
+use crate::storage::CheckpointStorage;
+use std::future::poll_fn;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+use weir_common::{CheckpointId, Error, MAX_WATERMARK, Result};
+
+/// From the coordinator to a task.
+#[derive(Debug, Clone)]
+pub(crate) enum Control {
+    /// Start checkpoint `barrier` here: sent to tasks with no running upstream task.
+    Trigger(Barrier),
+    Complete(CheckpointId),
+    Aborted(CheckpointId),
+}
+
+/// From a task to the coordinator.
+#[derive(Debug)]
+pub(crate) enum TaskEvent {
+    Ack { task: TaskRef, id: CheckpointId, status: SubtaskStatus, state_file: String },
+    EndOfData { task: TaskRef },
+    Closed { task: TaskRef },
+}
+
+pub(crate) struct InputChannel {
+    pub rx: Receiver<Message>,
+    /// Which input of the first operator this channel feeds.
+    pub input: usize,
+    pub blocked: bool,
+    pub ended: bool,
+    pub closed: bool,
+    pub watermark: i64,
+}
+
+impl InputChannel {
+    pub fn new(rx: Receiver<Message>, input: usize) -> Self {
+        Self { rx, input, blocked: false, ended: false, closed: false, watermark: i64::MIN }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Finished,
+    Closed,
+}
+
+pub(crate) struct Task {
+    pub info: TaskInfo,
+    pub task_ref: TaskRef,
+    pub source: Option<Box<dyn Source>>,
+    pub operators: Vec<Box<dyn Operator>>,
+    /// Restored state per chained operator.
+    pub restored: Vec<Option<OperatorState>>,
+    /// The vertex was fully finished in the checkpoint restored from: do not run it.
+    pub finished_on_restore: bool,
+    pub last_is_sink: bool,
+    pub inputs: Vec<InputChannel>,
+    pub output: OutputWriter,
+    pub control: UnboundedReceiver<Control>,
+    pub events: UnboundedSender<TaskEvent>,
+    pub storage: CheckpointStorage,
+    pub checkpoints_after_finish: bool,
+}
+
+struct State {
+    phase: Phase,
+    aligning: Option<Barrier>,
+    acked_after_finish: Option<CheckpointId>,
+    watermark: i64,
+    idle_until: Option<Instant>,
+    inputs_ended: Vec<bool>,
+    next_channel: usize,
+}
+
+enum Next {
+    Control(Option<Control>),
+    Input(usize, Option<Message>),
+    Source(Result<crate::source::SourcePoll>),
+    Wake,
+}
+
+impl Task {
+    pub async fn run(mut self) -> Result<()> {
+        let restored = std::mem::take(&mut self.restored);
+        for (op, state) in self.operators.iter_mut().zip(restored) {
+            op.open(state).await?;
+        }
+        let num_inputs = self.inputs.iter().map(|c| c.input + 1).max().unwrap_or(0);
+        let mut st = State {
+            phase: Phase::Running,
+            aligning: None,
+            acked_after_finish: None,
+            watermark: i64::MIN,
+            idle_until: None,
+            inputs_ended: vec![false; num_inputs],
+            next_channel: 0,
+        };
+        if self.finished_on_restore {
+            // FLIP-147: a fully finished operator is not run again after a restore.
+            self.output.broadcast(Message::EndOfData(StopMode::Drain)).await?;
+            st.phase = Phase::Finished;
+            let _ = self.events.send(TaskEvent::EndOfData { task: self.task_ref });
+        } else if let Some(source) = self.source.as_mut() {
+            source.open().await?;
+        }
+
+        while st.phase != Phase::Closed {
+            let source_active = self.source.is_some() && st.phase == Phase::Running;
+            let has_inputs = self.inputs.iter().any(|c| !c.closed);
+            let idle_until = st.idle_until;
+            let next = tokio::select! {
+                biased;
+                c = self.control.recv() => Next::Control(c),
+                (i, m) = poll_inputs(&mut self.inputs, &mut st.next_channel), if has_inputs => Next::Input(i, m),
+                _ = tokio::time::sleep_until(idle_until.unwrap_or_else(Instant::now)), if source_active && idle_until.is_some() => Next::Wake,
+                r = poll_source(&mut self.source), if source_active && idle_until.is_none() => Next::Source(r),
+            };
+            match next {
+                Next::Control(None) => return Err(Error::Cancelled),
+                Next::Control(Some(c)) => self.on_control(&mut st, c).await?,
+                Next::Input(i, m) => self.on_input(&mut st, i, m).await?,
+                Next::Wake => st.idle_until = None,
+                Next::Source(r) => match r? {
+                    SourcePoll::Batch(batch) => {
+                        self.info.metrics.rows_in.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                        self.push(0, 0, vec![StreamItem::Batch(batch)]).await?;
+                    }
+                    SourcePoll::Idle(d) => st.idle_until = Some(Instant::now() + d),
+                    SourcePoll::Finished => {
+                        self.push(0, 0, vec![StreamItem::Watermark(MAX_WATERMARK)]).await?;
+                        self.finish(&mut st, StopMode::Drain, true).await?;
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_control(&mut self, st: &mut State, control: Control) -> Result<()> {
+        match control {
+            Control::Trigger(barrier) => {
+                // Only tasks without running upstream tasks are triggered; drain what the
+                // closed upstream tasks sent before their end.
+                while self.inputs.iter().any(|c| !c.closed) {
+                    let (i, m) = poll_inputs(&mut self.inputs, &mut st.next_channel).await;
+                    Box::pin(self.on_input(st, i, m)).await?;
+                }
+                if st.phase != Phase::Closed {
+                    self.checkpoint(st, barrier).await?;
+                }
+            }
+            Control::Complete(id) => {
+                if let Some(source) = self.source.as_mut() {
+                    source.notify_checkpoint_complete(id).await?;
+                }
+                for op in &mut self.operators {
+                    op.notify_checkpoint_complete(id).await?;
+                }
+                if st.phase == Phase::Finished && st.acked_after_finish.is_some_and(|a| a <= id) {
+                    self.close(st).await?;
+                }
+            }
+            Control::Aborted(id) => {
+                for op in &mut self.operators {
+                    op.notify_checkpoint_aborted(id).await?;
+                }
+                if st.aligning.is_some_and(|b| b.id == id) {
+                    st.aligning = None;
+                    self.inputs.iter_mut().for_each(|c| c.blocked = false);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_input(&mut self, st: &mut State, i: usize, msg: Option<Message>) -> Result<()> {
+        let Some(msg) = msg else {
+            return Err(Error::Cancelled);
+        };
+        match msg {
+            Message::Data(batch) => {
+                if st.phase != Phase::Running {
+                    return Err(Error::internal(format!(
+                        "{}: data received after end of data",
+                        self.info.vertex_name
+                    )));
+                }
+                let input = self.inputs[i].input;
+                self.push(0, input, vec![StreamItem::Batch(batch)]).await?;
+            }
+            Message::Watermark(w) => {
+                let ch = &mut self.inputs[i];
+                ch.watermark = ch.watermark.max(w);
+                let combined =
+                    self.inputs.iter().filter(|c| !c.closed).map(|c| c.watermark).min().unwrap_or(w);
+                if combined > st.watermark && st.phase == Phase::Running {
+                    st.watermark = combined;
+                    self.push(0, 0, vec![StreamItem::Watermark(combined)]).await?;
+                }
+            }
+            Message::Barrier(barrier) => {
+                match st.aligning {
+                    None => st.aligning = Some(barrier),
+                    Some(cur) if cur.id == barrier.id => {}
+                    Some(cur) if barrier.id > cur.id => {
+                        self.inputs.iter_mut().for_each(|c| c.blocked = false);
+                        st.aligning = Some(barrier);
+                    }
+                    Some(_) => return Ok(()), // stale barrier of an aborted checkpoint
+                }
+                self.inputs[i].blocked = true;
+                self.check_aligned(st).await?;
+            }
+            Message::EndOfData(mode) => {
+                self.inputs[i].ended = true;
+                if st.phase != Phase::Running {
+                    return Ok(());
+                }
+                let input = self.inputs[i].input;
+                let input_done =
+                    self.inputs.iter().filter(|c| c.input == input).all(|c| c.ended);
+                if input_done && !st.inputs_ended[input] && mode == StopMode::Drain {
+                    st.inputs_ended[input] = true;
+                    if let Some(op) = self.operators.first_mut() {
+                        let mut out = Output::default();
+                        op.end_input(input, &mut out).await?;
+                        self.push(1, 0, out.items).await?;
+                    }
+                }
+                if self.inputs.iter().all(|c| c.ended) {
+                    self.finish(st, mode, false).await?;
+                }
+            }
+            Message::EndOfPartition => {
+                self.inputs[i].closed = true;
+                self.inputs[i].blocked = false;
+                if st.aligning.is_some() {
+                    self.check_aligned(st).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn check_aligned(&mut self, st: &mut State) -> Result<()> {
+        let Some(barrier) = st.aligning else { return Ok(()) };
+        if self.inputs.iter().all(|c| c.closed || c.blocked) {
+            st.aligning = None;
+            self.inputs.iter_mut().for_each(|c| c.blocked = false);
+            self.checkpoint(st, barrier).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the chain from operator `start` on `items`, then sends the result downstream.
+    async fn push(&mut self, start: usize, input: usize, items: Vec<StreamItem>) -> Result<()> {
+        let mut pending = items;
+        let last = self.operators.len().saturating_sub(1);
+        for i in start..self.operators.len() {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let mut out = Output::default();
+            let op = &mut self.operators[i];
+            for item in pending {
+                match item {
+                    StreamItem::Batch(b) => {
+                        if i == last && self.last_is_sink {
+                            self.info.metrics.rows_out.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                        }
+                        op.process_batch(if i == start { input } else { 0 }, b, &mut out).await?
+                    }
+                    StreamItem::Watermark(w) => op.process_watermark(w, &mut out).await?,
+                }
+            }
+            pending = out.items;
+        }
+        for item in pending {
+            match item {
+                StreamItem::Batch(b) => self.output.data(b).await?,
+                StreamItem::Watermark(w) => self.output.broadcast(Message::Watermark(w)).await?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn checkpoint(&mut self, st: &mut State, barrier: Barrier) -> Result<()> {
+        for i in 0..self.operators.len() {
+            let mut out = Output::default();
+            self.operators[i].prepare_snapshot_pre_barrier(barrier.id, &mut out).await?;
+            self.push(i + 1, 0, out.items).await?;
+        }
+        let mut snapshot = TaskSnapshot::default();
+        if let Some(source) = self.source.as_mut() {
+            snapshot.source = Some(source.snapshot_state(barrier.id)?);
+        }
+        for op in &mut self.operators {
+            snapshot.operators.push(op.snapshot_state(barrier.id)?);
+        }
+        self.output.broadcast(Message::Barrier(barrier)).await?;
+        let file = format!(
+            "{}-{}.json",
+            self.info.vertex_uid.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+            self.info.subtask
+        );
+        let state_file = self.storage.write_task_state(barrier.id, &file, &snapshot).await?;
+        weir_common::failpoint("after-task-state");
+        let status = match st.phase {
+            Phase::Running => SubtaskStatus::Running,
+            _ => SubtaskStatus::FinishedData,
+        };
+        if st.phase == Phase::Finished && st.acked_after_finish.is_none() {
+            st.acked_after_finish = Some(barrier.id);
+        }
+        let _ = self.events.send(TaskEvent::Ack { task: self.task_ref, id: barrier.id, status, state_file });
+        Ok(())
+    }
+
+    /// End of input: `end_input`/`finish` down the chain (for a drain), forward
+    /// `EndOfData`, then wait for the final checkpoint (FLIP-147).
+    async fn finish(&mut self, st: &mut State, mode: StopMode, source_ended: bool) -> Result<()> {
+        if mode == StopMode::Drain {
+            for i in 0..self.operators.len() {
+                let mut out = Output::default();
+                if i > 0 || source_ended {
+                    self.operators[i].end_input(0, &mut out).await?;
+                }
+                self.operators[i].finish(&mut out).await?;
+                self.push(i + 1, 0, out.items).await?;
+            }
+        }
+        self.output.broadcast(Message::EndOfData(mode)).await?;
+        st.phase = Phase::Finished;
+        let _ = self.events.send(TaskEvent::EndOfData { task: self.task_ref });
+        if !self.checkpoints_after_finish {
+            self.close(st).await?;
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self, st: &mut State) -> Result<()> {
+        for op in &mut self.operators {
+            op.close().await?;
+        }
+        if let Some(source) = self.source.as_mut() {
+            source.close().await?;
+        }
+        self.output.broadcast(Message::EndOfPartition).await?;
+        st.phase = Phase::Closed;
+        let _ = self.events.send(TaskEvent::Closed { task: self.task_ref });
+        Ok(())
+    }
+}
+
+/// Receives from the open, unblocked channels, starting after the last one served.
+async fn poll_inputs(inputs: &mut [InputChannel], next: &mut usize) -> (usize, Option<Message>) {
+    poll_fn(|cx| {
+        let n = inputs.len();
+        for k in 0..n {
+            let i = (*next + k) % n;
+            let ch = &mut inputs[i];
+            if ch.closed || ch.blocked {
+                continue;
+            }
+            if let Poll::Ready(m) = ch.rx.poll_recv(cx) {
+                *next = i + 1;
+                return Poll::Ready((i, m));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+async fn poll_source(source: &mut Option<Box<dyn Source>>) -> Result<SourcePoll> {
+    match source {
+        Some(s) => s.poll_next().await,
+        None => std::future::pending().await,
+    }
+}

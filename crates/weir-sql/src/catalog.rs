@@ -1,0 +1,50 @@
+//! The catalog: tables (with their connector options, computed columns and watermark)
+//! and views, as declared by DDL.
+
+use arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::Expr;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use weir_common::ConnectorOptions;
+
+/// A declared table.
+#[derive(Debug, Clone)]
+pub struct TableDef {
+    pub name: String,
+    /// Columns the connector reads or writes.
+    pub physical_schema: SchemaRef,
+    /// Physical and computed columns, in declaration order: what queries see.
+    pub schema: SchemaRef,
+    /// When the table has computed columns: one expression per column of `schema`, over
+    /// `physical_schema`.
+    pub computed: Option<Vec<Expr>>,
+    /// The watermark: rowtime column and expression over `schema`.
+    pub watermark: Option<(String, Expr)>,
+    pub options: ConnectorOptions,
+    pub partitioned_by: Vec<String>,
+    pub primary_key: Vec<String>,
+    /// `scan.parallelism` / `sink.parallelism` (Flink's names), taken out of `options`.
+    pub scan_parallelism: Option<usize>,
+    pub sink_parallelism: Option<usize>,
+}
+
+/// A declared view.
+#[derive(Debug, Clone)]
+pub struct ViewDef {
+    pub name: String,
+    pub sql: String,
+    pub schema: SchemaRef,
+}
+
+/// Tables and views by name (names are case-sensitive, as in Flink).
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub tables: BTreeMap<String, Arc<TableDef>>,
+    pub views: BTreeMap<String, ViewDef>,
+}
+
+impl Catalog {
+    pub fn exists(&self, name: &str) -> bool {
+        self.tables.contains_key(name) || self.views.contains_key(name)
+    }
+}

@@ -1,0 +1,18 @@
+//! SQL front end: the Flink dialect, DDL parsing, the catalog, and planning with
+//! DataFusion into a [`StreamPlan`] — a description of the streaming job that the engine
+//! turns into runtime operators.
+//!
+//! Entry point: [`Planner`]. This crate does not depend on the runtime: its output is
+//! plain data (table definitions, DataFusion physical expressions, node kinds).
+
+pub mod catalog;
+pub mod dialect;
+pub mod parser;
+pub mod plan;
+pub mod planner;
+pub mod types;
+
+pub use catalog::{Catalog, TableDef, ViewDef};
+pub use parser::{Located, WeirStatement, parse_script};
+pub use plan::{CalcStep, PlanNode, StreamPlan};
+pub use planner::Planner;

@@ -1,0 +1,377 @@
+//! Splits a SQL script into statements and parses each: Flink DDL here, everything else
+//! through sqlparser with the [`FlinkDialect`]. Errors carry line and column.
+
+use crate::dialect::FlinkDialect;
+use crate::types::parse_type;
+use arrow::datatypes::DataType;
+use sqlparser::ast::{Expr, ObjectName, Query, Statement};
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::Token;
+use std::collections::BTreeMap;
+use weir_common::{Result, SqlLocation};
+
+/// A physical column of a `CREATE TABLE`.
+#[derive(Debug, Clone)]
+pub struct ColumnSpec {
+    pub name: String,
+    pub data_type: DataType,
+    pub nullable: bool,
+}
+
+/// A parsed `CREATE TABLE`.
+#[derive(Debug, Clone)]
+pub struct CreateTable {
+    pub name: String,
+    pub if_not_exists: bool,
+    /// Physical and computed columns in declaration order.
+    pub columns: Vec<ColumnOrComputed>,
+    pub watermark: Option<(String, Expr)>,
+    pub primary_key: Vec<String>,
+    pub partitioned_by: Vec<String>,
+    pub options: BTreeMap<String, String>,
+    pub location: SqlLocation,
+}
+
+#[derive(Debug, Clone)]
+pub enum ColumnOrComputed {
+    Column(ColumnSpec),
+    Computed { name: String, expr: Expr },
+}
+
+/// One statement of a script.
+#[derive(Debug, Clone)]
+pub enum WeirStatement {
+    CreateTable(Box<CreateTable>),
+    CreateView { name: String, or_replace: bool, query: Box<Query>, sql: String },
+    DropTable { name: String, if_exists: bool },
+    DropView { name: String, if_exists: bool },
+    Insert { table: String, query: Box<Query> },
+    Select(Box<Query>),
+    Set { key: String, value: String },
+    ShowSet,
+    Reset { key: Option<String> },
+    ShowTables,
+    ShowViews,
+    Describe { name: String },
+    Explain(Box<WeirStatement>),
+}
+
+/// A statement with the position where it starts.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub statement: WeirStatement,
+    pub location: SqlLocation,
+}
+
+fn word_is(tok: &Token, word: &str) -> bool {
+    matches!(tok, Token::Word(w) if w.value.eq_ignore_ascii_case(word) && w.quote_style.is_none())
+}
+
+fn object_name(name: &ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string()))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Parses a script of `;`-separated statements.
+pub fn parse_script(sql: &str) -> Result<Vec<Located>> {
+    let dialect = FlinkDialect;
+    let mut p = Parser::new(&dialect).try_with_sql(sql)?;
+    let mut out = Vec::new();
+    loop {
+        while p.consume_token(&Token::SemiColon) {}
+        let start = p.peek_token();
+        if start.token == Token::EOF {
+            break;
+        }
+        let location = SqlLocation { line: start.span.start.line, column: start.span.start.column };
+        let statement = parse_statement(&mut p, sql)?;
+        out.push(Located { statement, location });
+        let next = p.peek_token();
+        if !p.consume_token(&Token::SemiColon) && next.token != Token::EOF {
+            return Err(p.expected::<()>("';' after the statement", next).unwrap_err().into());
+        }
+    }
+    Ok(out)
+}
+
+fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserError> {
+    let tok = p.peek_token().token;
+    if word_is(&tok, "CREATE") {
+        let is_table = word_is(&p.peek_nth_token(1).token, "TABLE")
+            || (word_is(&p.peek_nth_token(1).token, "TEMPORARY") && word_is(&p.peek_nth_token(2).token, "TABLE"));
+        if is_table {
+            let loc = p.peek_token().span.start;
+            p.next_token();
+            let _ = p.parse_keyword(Keyword::TEMPORARY);
+            p.expect_keyword(Keyword::TABLE)?;
+            return Ok(WeirStatement::CreateTable(Box::new(parse_create_table(
+                p,
+                SqlLocation { line: loc.line, column: loc.column },
+            )?)));
+        }
+    }
+    if word_is(&tok, "SET") {
+        p.next_token();
+        let next = p.peek_token().token;
+        if matches!(next, Token::SemiColon | Token::EOF) {
+            return Ok(WeirStatement::ShowSet);
+        }
+        let key = parse_key(p)?;
+        p.expect_token(&Token::Eq)?;
+        let value = parse_key(p)?;
+        return Ok(WeirStatement::Set { key, value });
+    }
+    if word_is(&tok, "RESET") {
+        p.next_token();
+        let next = p.peek_token().token;
+        if matches!(next, Token::SemiColon | Token::EOF) {
+            return Ok(WeirStatement::Reset { key: None });
+        }
+        return Ok(WeirStatement::Reset { key: Some(parse_key(p)?) });
+    }
+    if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "TABLES") {
+        p.next_token();
+        p.next_token();
+        return Ok(WeirStatement::ShowTables);
+    }
+    if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "VIEWS") {
+        p.next_token();
+        p.next_token();
+        return Ok(WeirStatement::ShowViews);
+    }
+    if word_is(&tok, "DESCRIBE") || word_is(&tok, "DESC") {
+        p.next_token();
+        let name = p.parse_object_name(false)?;
+        return Ok(WeirStatement::Describe { name: object_name(&name) });
+    }
+    if word_is(&tok, "EXPLAIN") {
+        p.next_token();
+        let _ = p.parse_keywords(&[Keyword::PLAN, Keyword::FOR]);
+        return Ok(WeirStatement::Explain(Box::new(parse_statement(p, sql)?)));
+    }
+    let start = p.peek_token().span.start;
+    let stmt = p.parse_statement()?;
+    Ok(match stmt {
+        Statement::Query(q) => WeirStatement::Select(q),
+        Statement::Insert(insert) => {
+            let table = match &insert.table {
+                sqlparser::ast::TableObject::TableName(n) => object_name(n),
+                other => {
+                    return Err(ParserError::ParserError(format!(
+                        "INSERT INTO {other} is not supported at Line: {}, Column: {}",
+                        start.line, start.column
+                    )));
+                }
+            };
+            if !insert.columns.is_empty() {
+                return Err(ParserError::ParserError(format!(
+                    "INSERT with a column list is not supported yet; select the columns in the table's order at Line: {}, Column: {}",
+                    start.line, start.column
+                )));
+            }
+            let Some(query) = insert.source else {
+                return Err(ParserError::ParserError(format!(
+                    "INSERT needs a SELECT or VALUES at Line: {}, Column: {}",
+                    start.line, start.column
+                )));
+            };
+            WeirStatement::Insert { table, query }
+        }
+        Statement::CreateView(v) => {
+            if v.materialized {
+                return Err(ParserError::ParserError(format!(
+                    "materialized views are not supported at Line: {}, Column: {}",
+                    start.line, start.column
+                )));
+            }
+            let text = statement_text(sql, start.line, start.column);
+            WeirStatement::CreateView { name: object_name(&v.name), or_replace: v.or_replace, query: v.query, sql: text }
+        }
+        Statement::Drop { object_type, if_exists, names, .. } => {
+            let name = names.first().map(object_name).unwrap_or_default();
+            match object_type {
+                sqlparser::ast::ObjectType::Table => WeirStatement::DropTable { name, if_exists },
+                sqlparser::ast::ObjectType::View => WeirStatement::DropView { name, if_exists },
+                other => {
+                    return Err(ParserError::ParserError(format!(
+                        "DROP {other} is not supported at Line: {}, Column: {}",
+                        start.line, start.column
+                    )));
+                }
+            }
+        }
+        other => {
+            let kind = other.to_string().split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+            return Err(ParserError::ParserError(format!(
+                "unsupported statement '{kind} …'; Weir runs CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT, SET, RESET, SHOW TABLES, DESCRIBE and EXPLAIN at Line: {}, Column: {}",
+                start.line, start.column
+            )));
+        }
+    })
+}
+
+/// The text of a statement from its start (for view definitions).
+fn statement_text(sql: &str, line: u64, column: u64) -> String {
+    let mut offset = 0;
+    for (i, l) in sql.split_inclusive('\n').enumerate() {
+        if i as u64 + 1 == line {
+            offset += l.char_indices().nth(column.saturating_sub(1) as usize).map(|(o, _)| o).unwrap_or(0);
+            break;
+        }
+        offset += l.len();
+    }
+    let rest = &sql[offset.min(sql.len())..];
+    rest.split(';').next().unwrap_or(rest).trim().to_string()
+}
+
+/// A SET key or value: a quoted string, or bare words joined by dots.
+fn parse_key(p: &mut Parser) -> Result<String, ParserError> {
+    let tok = p.next_token();
+    match tok.token {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Ok(s),
+        Token::Word(w) => {
+            let mut s = w.value;
+            while p.consume_token(&Token::Period) {
+                s.push('.');
+                s.push_str(&p.parse_identifier()?.value);
+            }
+            Ok(s)
+        }
+        Token::Number(n, _) => Ok(n),
+        _ => p.expected("a quoted key or value, e.g. 'parallelism.default'", tok),
+    }
+}
+
+fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTable, ParserError> {
+    let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = object_name(&p.parse_object_name(false)?);
+    let mut table = CreateTable {
+        name,
+        if_not_exists,
+        columns: Vec::new(),
+        watermark: None,
+        primary_key: Vec::new(),
+        partitioned_by: Vec::new(),
+        options: BTreeMap::new(),
+        location,
+    };
+    p.expect_token(&Token::LParen)?;
+    loop {
+        let tok = p.peek_token().token;
+        if word_is(&tok, "WATERMARK") {
+            p.next_token();
+            p.expect_keyword(Keyword::FOR)?;
+            let column = p.parse_identifier()?.value;
+            p.expect_keyword(Keyword::AS)?;
+            let expr = p.parse_expr()?;
+            table.watermark = Some((column, expr));
+        } else if word_is(&tok, "PRIMARY") || word_is(&tok, "CONSTRAINT") {
+            if p.parse_keyword(Keyword::CONSTRAINT) {
+                p.parse_identifier()?;
+            }
+            p.expect_keywords(&[Keyword::PRIMARY, Keyword::KEY])?;
+            table.primary_key =
+                p.parse_parenthesized_column_list(sqlparser::parser::IsOptional::Mandatory, false)?
+                    .into_iter()
+                    .map(|i| i.value)
+                    .collect();
+            let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
+        } else {
+            let name = p.parse_identifier()?.value;
+            if p.parse_keyword(Keyword::AS) {
+                let expr = p.parse_expr()?;
+                table.columns.push(ColumnOrComputed::Computed { name, expr });
+            } else {
+                let mut pending_gt = 0;
+                let data_type = parse_type(p, &mut pending_gt)?;
+                let mut nullable = true;
+                loop {
+                    if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
+                        nullable = false;
+                    } else if p.parse_keyword(Keyword::NULL) {
+                    } else if p.parse_keyword(Keyword::COMMENT) {
+                        p.parse_literal_string()?;
+                    } else if p.parse_keywords(&[Keyword::PRIMARY, Keyword::KEY]) {
+                        let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
+                        table.primary_key = vec![name.clone()];
+                    } else if word_is(&p.peek_token().token, "METADATA") {
+                        let t = p.peek_token();
+                        return Err(ParserError::ParserError(format!(
+                            "METADATA columns are not supported yet at Line: {}, Column: {}",
+                            t.span.start.line, t.span.start.column
+                        )));
+                    } else {
+                        break;
+                    }
+                }
+                table.columns.push(ColumnOrComputed::Column(ColumnSpec { name, data_type, nullable }));
+            }
+        }
+        if !p.consume_token(&Token::Comma) {
+            p.expect_token(&Token::RParen)?;
+            break;
+        }
+    }
+    if p.parse_keyword(Keyword::COMMENT) {
+        p.parse_literal_string()?;
+    }
+    if p.parse_keywords(&[Keyword::PARTITIONED, Keyword::BY]) {
+        table.partitioned_by = p
+            .parse_parenthesized_column_list(sqlparser::parser::IsOptional::Mandatory, false)?
+            .into_iter()
+            .map(|i| i.value)
+            .collect();
+    }
+    if p.parse_keyword(Keyword::WITH) {
+        p.expect_token(&Token::LParen)?;
+        loop {
+            if p.consume_token(&Token::RParen) {
+                break;
+            }
+            let key = parse_key(p)?;
+            p.expect_token(&Token::Eq)?;
+            let value = parse_key(p)?;
+            table.options.insert(key, value);
+            if !p.consume_token(&Token::Comma) {
+                p.expect_token(&Token::RParen)?;
+                break;
+            }
+        }
+    }
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_common::Error;
+
+    #[test]
+    fn parses_flink_ddl() {
+        let sql = "CREATE TABLE bid (\n  auction BIGINT,\n  `dateTime` TIMESTAMP(3),\n  person ROW<id BIGINT, `name` VARCHAR, nested ROW<a INT>>,\n  ts AS `dateTime` + INTERVAL '1' SECOND,\n  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND\n) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\nSET 'parallelism.default' = '2';";
+        let stmts = parse_script(sql).unwrap();
+        assert_eq!(stmts.len(), 2);
+        let WeirStatement::CreateTable(t) = &stmts[0].statement else { panic!() };
+        assert_eq!(t.columns.len(), 4);
+        assert_eq!(t.watermark.as_ref().unwrap().0, "dateTime");
+        assert_eq!(t.options["number-of-rows"], "10");
+        let ColumnOrComputed::Column(c) = &t.columns[2] else { panic!() };
+        let DataType::Struct(fields) = &c.data_type else { panic!() };
+        assert_eq!(fields.len(), 3);
+        assert!(matches!(&stmts[1].statement, WeirStatement::Set { key, value } if key == "parallelism.default" && value == "2"));
+        assert_eq!(stmts[1].location, SqlLocation { line: 7, column: 1 });
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let err = parse_script("SELECT 1;\nSELECT a FROM WHERE;").unwrap_err();
+        match err {
+            Error::Sql { location: Some(l), .. } => assert_eq!(l.line, 2),
+            other => panic!("{other:?}"),
+        }
+    }
+}

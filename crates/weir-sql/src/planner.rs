@@ -1,0 +1,418 @@
+//! Planning: DDL into the [`Catalog`], queries through DataFusion's SQL planner and
+//! optimizer, then the optimized `LogicalPlan` into a [`StreamPlan`].
+//!
+//! Tables are registered with DataFusion as [`StreamTableProvider`]s that only carry a
+//! schema; DataFusion never executes them in streaming mode. Views are DataFusion views.
+//! Identifiers are case-sensitive, as in Flink.
+
+use crate::catalog::{Catalog, TableDef, ViewDef};
+use crate::parser::{ColumnOrComputed, CreateTable, WeirStatement, parse_script};
+use crate::plan::{CalcStep, PhysicalExprRef, PlanNode, StreamPlan};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{DFSchema, TableReference};
+use datafusion::logical_expr::{Expr, LogicalPlan, TableType};
+use datafusion::physical_expr::expressions::{Column, cast};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use sqlparser::ast::{Query, Statement};
+use std::sync::Arc;
+use weir_common::{ConnectorOptions, Error, Result};
+
+const PHYSICAL: &str = "__weir_physical";
+const FULL: &str = "__weir_full";
+
+/// A table as DataFusion sees it: a schema and the table's definition.
+#[derive(Debug)]
+pub struct StreamTableProvider {
+    pub schema: SchemaRef,
+    pub table: Option<Arc<TableDef>>,
+}
+
+#[async_trait]
+impl TableProvider for StreamTableProvider {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        Err(datafusion::error::DataFusionError::NotImplemented(
+            "streaming tables are read by Weir's runtime, not by DataFusion".into(),
+        ))
+    }
+}
+
+/// Holds the catalog and a DataFusion session configured for Flink SQL.
+pub struct Planner {
+    ctx: SessionContext,
+    pub catalog: Catalog,
+}
+
+impl Default for Planner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn plan_error(e: datafusion::error::DataFusionError) -> Error {
+    // DataFusion's planning errors are about what the user wrote.
+    let text = e.to_string();
+    let text = text.strip_prefix("Error during planning: ").unwrap_or(&text).to_string();
+    match e {
+        datafusion::error::DataFusionError::Plan(_)
+        | datafusion::error::DataFusionError::SchemaError(..)
+        | datafusion::error::DataFusionError::NotImplemented(_) => Error::Plan(text),
+        other => Error::DataFusion(other),
+    }
+}
+
+impl Planner {
+    pub fn new() -> Self {
+        let mut config = SessionConfig::new();
+        config.options_mut().sql_parser.enable_ident_normalization = false;
+        Self { ctx: SessionContext::new_with_config(config), catalog: Catalog::default() }
+    }
+
+    /// The DataFusion session (to register functions).
+    pub fn session(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    fn register(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
+        self.ctx.register_table(TableReference::bare(name.to_string()), provider)?;
+        Ok(())
+    }
+
+    fn deregister(&self, name: &str) {
+        let _ = self.ctx.deregister_table(TableReference::bare(name.to_string()));
+    }
+
+    /// Plans a query to an unoptimized logical plan.
+    async fn logical(&self, query: &Query) -> Result<LogicalPlan> {
+        let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(Box::new(
+            query.clone(),
+        ))));
+        self.ctx.state().statement_to_plan(stmt).await.map_err(plan_error)
+    }
+
+    async fn logical_of_text(&self, sql: &str) -> Result<LogicalPlan> {
+        let mut stmts = parse_script(sql)?;
+        match stmts.pop().map(|s| s.statement) {
+            Some(WeirStatement::Select(q)) => self.logical(&q).await,
+            _ => Err(Error::internal(format!("not a query: {sql}"))),
+        }
+    }
+
+    /// `CREATE TABLE`: plans computed columns and the watermark, records the table.
+    pub async fn create_table(&mut self, ct: &CreateTable) -> Result<Option<Arc<TableDef>>> {
+        if self.catalog.exists(&ct.name) {
+            if ct.if_not_exists {
+                return Ok(None);
+            }
+            return Err(Error::sql(format!("table or view '{}' already exists", ct.name), Some(ct.location)));
+        }
+        let physical: Vec<Field> = ct
+            .columns
+            .iter()
+            .filter_map(|c| match c {
+                ColumnOrComputed::Column(c) => Some(Field::new(&c.name, c.data_type.clone(), c.nullable)),
+                ColumnOrComputed::Computed { .. } => None,
+            })
+            .collect();
+        let physical_schema = Arc::new(Schema::new(physical));
+        let has_computed = ct.columns.iter().any(|c| matches!(c, ColumnOrComputed::Computed { .. }));
+        let (schema, computed) = if has_computed {
+            let items: Vec<String> = ct
+                .columns
+                .iter()
+                .map(|c| match c {
+                    ColumnOrComputed::Column(c) => format!("`{}`", c.name),
+                    ColumnOrComputed::Computed { name, expr } => format!("({expr}) AS `{name}`"),
+                })
+                .collect();
+            self.register(PHYSICAL, Arc::new(StreamTableProvider { schema: physical_schema.clone(), table: None }))?;
+            let plan = self.logical_of_text(&format!("SELECT {} FROM `{PHYSICAL}`", items.join(", "))).await;
+            self.deregister(PHYSICAL);
+            let plan = plan.map_err(|e| {
+                Error::sql(format!("in a computed column of table '{}': {e}", ct.name), Some(ct.location))
+            })?;
+            let LogicalPlan::Projection(p) = &plan else {
+                return Err(Error::internal("computed columns did not plan to a projection"));
+            };
+            (Arc::new(plan.schema().as_arrow().clone()), Some(p.expr.clone()))
+        } else {
+            (physical_schema.clone(), None)
+        };
+
+        let watermark = match &ct.watermark {
+            None => None,
+            Some((column, expr)) => {
+                let field = schema.field_with_name(column).map_err(|_| {
+                    Error::sql(
+                        format!("WATERMARK FOR '{column}': table '{}' has no such column", ct.name),
+                        Some(ct.location),
+                    )
+                })?;
+                if !matches!(field.data_type(), DataType::Timestamp(..)) {
+                    return Err(Error::sql(
+                        format!(
+                            "WATERMARK FOR '{column}': the rowtime column must be TIMESTAMP(3) or TIMESTAMP_LTZ(3), not {}",
+                            crate::types::sql_name(field.data_type())
+                        ),
+                        Some(ct.location),
+                    ));
+                }
+                self.register(FULL, Arc::new(StreamTableProvider { schema: schema.clone(), table: None }))?;
+                let plan = self.logical_of_text(&format!("SELECT {expr} FROM `{FULL}`")).await;
+                self.deregister(FULL);
+                let plan = plan.map_err(|e| {
+                    Error::sql(format!("in the WATERMARK of table '{}': {e}", ct.name), Some(ct.location))
+                })?;
+                let LogicalPlan::Projection(p) = &plan else {
+                    return Err(Error::internal("watermark did not plan to a projection"));
+                };
+                let out = plan.schema().field(0).data_type();
+                if !matches!(out, DataType::Timestamp(..)) {
+                    return Err(Error::sql(
+                        format!("the WATERMARK expression of table '{}' must return a timestamp, not {out}", ct.name),
+                        Some(ct.location),
+                    ));
+                }
+                Some((column.clone(), p.expr[0].clone()))
+            }
+        };
+
+        for c in ct.partitioned_by.iter().chain(&ct.primary_key) {
+            if physical_schema.field_with_name(c).is_err() {
+                return Err(Error::sql(
+                    format!("table '{}' has no physical column '{c}'", ct.name),
+                    Some(ct.location),
+                ));
+            }
+        }
+        let mut options = ct.options.clone();
+        let mut take_parallelism = |key: &str| -> Result<Option<usize>> {
+            options
+                .remove(key)
+                .map(|v| {
+                    v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        Error::config(format!("table '{}': '{key}' must be a positive integer, got '{v}'", ct.name))
+                    })
+                })
+                .transpose()
+        };
+        let scan_parallelism = take_parallelism("scan.parallelism")?;
+        let sink_parallelism = take_parallelism("sink.parallelism")?;
+        let def = Arc::new(TableDef {
+            name: ct.name.clone(),
+            physical_schema,
+            schema: schema.clone(),
+            computed,
+            watermark,
+            options: ConnectorOptions::new(ct.name.clone(), options),
+            partitioned_by: ct.partitioned_by.clone(),
+            primary_key: ct.primary_key.clone(),
+            scan_parallelism,
+            sink_parallelism,
+        });
+        self.register(&ct.name, Arc::new(StreamTableProvider { schema, table: Some(def.clone()) }))?;
+        self.catalog.tables.insert(ct.name.clone(), def.clone());
+        Ok(Some(def))
+    }
+
+    /// `CREATE [OR REPLACE] VIEW`.
+    pub async fn create_view(&mut self, name: &str, or_replace: bool, query: &Query, sql: &str) -> Result<()> {
+        if self.catalog.tables.contains_key(name) || (self.catalog.views.contains_key(name) && !or_replace) {
+            return Err(Error::plan(format!("table or view '{name}' already exists")));
+        }
+        let plan = self.logical(query).await?;
+        let schema = Arc::new(plan.schema().as_arrow().clone());
+        self.deregister(name);
+        self.register(name, Arc::new(datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()))))?;
+        self.catalog.views.insert(name.to_string(), ViewDef { name: name.to_string(), sql: sql.to_string(), schema });
+        Ok(())
+    }
+
+    pub fn drop_table(&mut self, name: &str, if_exists: bool) -> Result<()> {
+        if self.catalog.tables.remove(name).is_none() && !if_exists {
+            return Err(Error::plan(format!("table '{name}' does not exist")));
+        }
+        self.deregister(name);
+        Ok(())
+    }
+
+    pub fn drop_view(&mut self, name: &str, if_exists: bool) -> Result<()> {
+        if self.catalog.views.remove(name).is_none() && !if_exists {
+            return Err(Error::plan(format!("view '{name}' does not exist")));
+        }
+        self.deregister(name);
+        Ok(())
+    }
+
+    /// Plans and optimizes a query with DataFusion.
+    pub async fn optimized(&self, query: &Query) -> Result<LogicalPlan> {
+        let plan = self.logical(query).await?;
+        self.ctx.state().optimize(&plan).map_err(plan_error)
+    }
+
+    /// `SELECT …` shown to the user.
+    pub async fn plan_select(&self, query: &Query) -> Result<StreamPlan> {
+        let logical = self.optimized(query).await?;
+        let mut plan = StreamPlan { logical_plan: logical.display_indent().to_string(), ..Default::default() };
+        let input = self.translate_into_node(&logical, &mut plan.nodes)?;
+        let schema = Arc::new(logical.schema().as_arrow().clone());
+        plan.nodes.push(PlanNode::Collect { input, schema });
+        Ok(plan)
+    }
+
+    /// `INSERT INTO table SELECT …`.
+    pub async fn plan_insert(&self, table: &str, query: &Query) -> Result<StreamPlan> {
+        let def = self.catalog.tables.get(table).cloned().ok_or_else(|| {
+            let known: Vec<_> = self.catalog.tables.keys().cloned().collect();
+            Error::plan(format!("INSERT INTO '{table}': no such table (tables: {})", known.join(", ")))
+        })?;
+        let logical = self.optimized(query).await?;
+        let mut plan = StreamPlan { logical_plan: logical.display_indent().to_string(), ..Default::default() };
+        let (node, mut steps) = self.translate(&logical, &mut plan.nodes)?;
+        // Cast to the sink's physical columns, by position.
+        let out = logical.schema().as_arrow().clone();
+        let sink = &def.physical_schema;
+        if out.fields().len() != sink.fields().len() {
+            return Err(Error::plan(format!(
+                "INSERT INTO '{table}': the query returns {} columns, the table has {} ({})",
+                out.fields().len(),
+                sink.fields().len(),
+                sink.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let mut exprs: Vec<PhysicalExprRef> = Vec::new();
+        for (i, (from, to)) in out.fields().iter().zip(sink.fields()).enumerate() {
+            let column: PhysicalExprRef = Arc::new(Column::new(from.name(), i));
+            if from.data_type() == to.data_type() {
+                exprs.push(column);
+            } else if arrow::compute::can_cast_types(from.data_type(), to.data_type()) {
+                exprs.push(cast(column, &out, to.data_type().clone())?);
+            } else {
+                return Err(Error::plan(format!(
+                    "INSERT INTO '{table}': column {} ('{}') has type {}, which cannot be written to column '{}' of type {}",
+                    i + 1,
+                    from.name(),
+                    crate::types::sql_name(from.data_type()),
+                    to.name(),
+                    crate::types::sql_name(to.data_type())
+                )));
+            }
+        }
+        let sink_schema = Arc::new(Schema::new(
+            sink.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+        ));
+        steps.push(CalcStep::Project { exprs, schema: sink_schema.clone() });
+        let input = materialize(node, steps, sink_schema, &mut plan.nodes);
+        plan.nodes.push(PlanNode::Sink { input, table: def });
+        Ok(plan)
+    }
+
+    fn translate_into_node(&self, plan: &LogicalPlan, nodes: &mut Vec<PlanNode>) -> Result<usize> {
+        let (node, steps) = self.translate(plan, nodes)?;
+        Ok(materialize(node, steps, Arc::new(plan.schema().as_arrow().clone()), nodes))
+    }
+
+    /// Translates `plan`; returns the node that produces its input and the stateless steps
+    /// still to apply on top of it (they are fused into one `Calc`).
+    fn translate(&self, plan: &LogicalPlan, nodes: &mut Vec<PlanNode>) -> Result<(usize, Vec<CalcStep>)> {
+        let state = self.ctx.state();
+        let physical = |e: &Expr, schema: &DFSchema| -> Result<PhysicalExprRef> {
+            state.create_physical_expr(e.clone(), schema).map_err(plan_error)
+        };
+        match plan {
+            LogicalPlan::TableScan(scan) => {
+                let provider = datafusion::datasource::source_as_provider(&scan.source)?;
+                let table = provider
+                    .downcast_ref::<StreamTableProvider>()
+                    .and_then(|p| p.table.clone())
+                    .ok_or_else(|| Error::plan(format!("'{}' cannot be read in streaming mode", scan.table_name)))?;
+                if scan.fetch.is_some() {
+                    return Err(Error::plan("LIMIT is not supported in streaming mode yet"));
+                }
+                if !scan.filters.is_empty() {
+                    return Err(Error::internal("filters were pushed into a streaming scan"));
+                }
+                let computed = match &table.computed {
+                    None => None,
+                    Some(exprs) => {
+                        let schema = DFSchema::try_from_qualified_schema(PHYSICAL, &table.physical_schema)?;
+                        Some(exprs.iter().map(|e| physical(e, &schema)).collect::<Result<Vec<_>>>()?)
+                    }
+                };
+                let watermark = match &table.watermark {
+                    None => None,
+                    Some((_, e)) => {
+                        let schema = DFSchema::try_from_qualified_schema(FULL, &table.schema)?;
+                        Some(physical(e, &schema)?)
+                    }
+                };
+                nodes.push(PlanNode::Scan { table: table.clone(), computed, watermark });
+                let mut steps = Vec::new();
+                if let Some(projection) = &scan.projection {
+                    let identity = projection.len() == table.schema.fields().len()
+                        && projection.iter().enumerate().all(|(i, p)| i == *p);
+                    if !identity {
+                        let exprs = projection
+                            .iter()
+                            .map(|&i| Arc::new(Column::new(table.schema.field(i).name(), i)) as PhysicalExprRef)
+                            .collect();
+                        let schema = Arc::new(table.schema.project(projection)?);
+                        steps.push(CalcStep::Project { exprs, schema });
+                    }
+                }
+                Ok((nodes.len() - 1, steps))
+            }
+            LogicalPlan::Projection(p) => {
+                let (node, mut steps) = self.translate(&p.input, nodes)?;
+                let exprs = p.expr.iter().map(|e| physical(e, p.input.schema())).collect::<Result<Vec<_>>>()?;
+                steps.push(CalcStep::Project { exprs, schema: Arc::new(p.schema.as_arrow().clone()) });
+                Ok((node, steps))
+            }
+            LogicalPlan::Filter(f) => {
+                let (node, mut steps) = self.translate(&f.input, nodes)?;
+                steps.push(CalcStep::Filter(physical(&f.predicate, f.input.schema())?));
+                Ok((node, steps))
+            }
+            LogicalPlan::SubqueryAlias(a) => self.translate(&a.input, nodes),
+            LogicalPlan::Union(u) => {
+                let inputs = u
+                    .inputs
+                    .iter()
+                    .map(|i| self.translate_into_node(i, nodes))
+                    .collect::<Result<Vec<_>>>()?;
+                nodes.push(PlanNode::Union { inputs, schema: Arc::new(u.schema.as_arrow().clone()) });
+                Ok((nodes.len() - 1, Vec::new()))
+            }
+            other => {
+                let what = other.display().to_string();
+                let what = what.split(':').next().unwrap_or_default();
+                Err(Error::plan(format!(
+                    "{what} is not supported in streaming mode yet (Weir runs projections, filters, scalar functions and UNION ALL; aggregations, joins and windows are on the way)"
+                )))
+            }
+        }
+    }
+}
+
+/// Turns pending steps into a `Calc` node (if there are any).
+fn materialize(node: usize, steps: Vec<CalcStep>, schema: SchemaRef, nodes: &mut Vec<PlanNode>) -> usize {
+    if steps.is_empty() {
+        return node;
+    }
+    nodes.push(PlanNode::Calc { input: node, steps, schema });
+    nodes.len() - 1
+}

@@ -1,0 +1,29 @@
+//! Weir: a SQL stream processor with exactly-once output, as a library.
+//!
+//! ```no_run
+//! # async fn demo() -> weir::Result<()> {
+//! let mut engine = weir::Engine::default();
+//! let mut plans = Vec::new();
+//! for stmt in engine.parse("CREATE TABLE t (x BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');
+//!                           SELECT x FROM t;")? {
+//!     if let weir::Outcome::Job(plan) = engine.execute(&stmt).await? {
+//!         plans.push(*plan);
+//!     }
+//! }
+//! let job = engine.start(engine.build_job(&plans).await?, None).await?;
+//! job.wait().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! This crate only re-exports the layers: [`sql`] (parsing and planning), [`runtime`]
+//! (operators, jobs, checkpoints), [`connectors`] (sources, sinks, the two-phase-commit
+//! framework) and [`engine`].
+
+pub use weir_common as common;
+pub use weir_common::{Config, Error, Result};
+pub use weir_connectors as connectors;
+pub use weir_engine as engine;
+pub use weir_engine::{Engine, Outcome};
+pub use weir_runtime as runtime;
+pub use weir_runtime::{JobHandle, JobOutcome, RestoreFrom};
+pub use weir_sql as sql;

@@ -1,1 +1,8 @@
+//! The one integration-test binary. Every test runs the real `weir` executable on real
+//! files; crash tests kill it with SIGKILL (or abort it at armed failpoints) and restart it.
 
+mod common;
+mod crash;
+mod errors;
+mod golden;
+mod sources;

@@ -8,7 +8,11 @@ use std::time::{Duration, Instant};
 use weir::{Engine, Outcome, RestoreFrom};
 
 #[derive(Parser)]
-#[command(name = "weir", version, about = "SQL stream processing with exactly-once output")]
+#[command(
+    name = "weir",
+    version,
+    about = "SQL stream processing with exactly-once output"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -55,12 +59,16 @@ enum Command {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -70,7 +78,7 @@ fn main() {
     let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {e}");
             1
         }
     };
@@ -87,7 +95,11 @@ fn print_table(header: &[String], rows: &[Vec<String>]) {
         }
     }
     let line = |cells: &[String]| {
-        let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!(" {c:<w$} ")).collect();
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!(" {c:<w$} "))
+            .collect();
         println!("|{}|", parts.join("|"));
     };
     let sep: Vec<String> = widths.iter().map(|w| "-".repeat(w + 2)).collect();
@@ -111,12 +123,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         define,
         quiet,
     } = cli.command;
-    let sql = std::fs::read_to_string(&file).with_context(|| format!("cannot read '{}'", file.display()))?;
+    let sql = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read '{}'", file.display()))?;
+    let in_file = |e: weir::Error| anyhow::anyhow!("{}: {e}", file.display());
     let mut engine = Engine::default();
-    let statements = engine.parse(&sql).with_context(|| format!("in '{}'", file.display()))?;
+    let statements = engine.parse(&sql).map_err(in_file)?;
     let mut plans = Vec::new();
     for stmt in &statements {
-        match engine.execute(stmt).await.with_context(|| format!("in '{}'", file.display()))? {
+        match engine.execute(stmt).await.map_err(in_file)? {
             Outcome::Done(_) => {}
             Outcome::Table { header, rows } => print_table(&header, &rows),
             Outcome::Explain(text) => println!("{text}"),
@@ -126,14 +140,19 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     // Command-line settings win over the script's SET statements.
     let config = engine.config_mut();
     for d in &define {
-        let Some((k, v)) = d.split_once('=') else { bail!("-D expects KEY=VALUE, got '{d}'") };
+        let Some((k, v)) = d.split_once('=') else {
+            bail!("-D expects KEY=VALUE, got '{d}'")
+        };
         config.set(k.trim(), v.trim())?;
     }
     if let Some(m) = mode {
-        config.set("execution.runtime-mode", match m {
-            Mode::Streaming => "streaming",
-            Mode::Batch => "batch",
-        })?;
+        config.set(
+            "execution.runtime-mode",
+            match m {
+                Mode::Streaming => "streaming",
+                Mode::Batch => "batch",
+            },
+        )?;
     }
     if let Some(p) = parallelism {
         config.set("parallelism.default", &p.to_string())?;
@@ -147,8 +166,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     if plans.is_empty() {
         return Ok(0);
     }
-    let restore = restore.map(|r| if r == "latest" { RestoreFrom::Latest } else { RestoreFrom::Path(r) });
-    let graph = engine.build_job(&plans).await?;
+    let restore = restore.map(|r| {
+        if r == "latest" {
+            RestoreFrom::Latest
+        } else {
+            RestoreFrom::Path(r)
+        }
+    });
+    let graph = engine.build_job(&plans).await.map_err(in_file)?;
     let job = engine.start(graph, restore).await?;
     if let Some(from) = &job.restored_from {
         eprintln!("weir: restored from {from}");
@@ -156,10 +181,15 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let metrics = job.metrics.clone();
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
-    let progress_every = if tty { Duration::from_secs(1) } else { Duration::from_secs(10) };
+    let progress_every = if tty {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(10)
+    };
     let waiter = job.wait();
     tokio::pin!(waiter);
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + progress_every, progress_every);
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + progress_every, progress_every);
     let mut shown = false;
     let result = loop {
         tokio::select! {

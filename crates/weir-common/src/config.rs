@@ -42,30 +42,91 @@ macro_rules! key {
 
 /// Every key Weir understands.
 pub static KEYS: &[KeyInfo] = &[
-    key!("parallelism.default", [], "", Int,
-        "Default parallelism of every operator (default: number of CPU cores)."),
-    key!("execution.runtime-mode", [], "streaming", Mode, "streaming or batch."),
-    key!("execution.checkpointing.interval", [], "", OptDuration,
-        "Interval of periodic checkpoints; unset disables them (the final checkpoint of a bounded job is still taken)."),
-    key!("execution.checkpointing.timeout", [], "10 min", Duration,
-        "A checkpoint not complete after this long is aborted."),
-    key!("execution.checkpointing.min-pause", [], "0 ms", Duration,
-        "Minimum pause between the end of one checkpoint and the start of the next."),
-    key!("execution.checkpointing.max-concurrent-checkpoints", [], "1", Int,
-        "Checkpoints in flight at once (Weir supports 1)."),
-    key!("execution.checkpointing.checkpoints-after-tasks-finish", [], "true", Bool,
-        "FLIP-147: keep checkpointing after some tasks finish and wait for a final checkpoint before ending."),
-    key!("execution.checkpointing.dir", ["state.checkpoints.dir"], "", Text,
-        "Where checkpoints are stored: a local path or an object-store URL (file://, s3://). Unset: in memory."),
-    key!("execution.checkpointing.num-retained", ["state.checkpoints.num-retained"], "1", Int,
-        "Number of completed checkpoints kept."),
-    key!("execution.checkpointing.savepoint-dir", ["state.savepoints.dir"], "", Text,
-        "Default folder of savepoints."),
+    key!(
+        "parallelism.default",
+        [],
+        "",
+        Int,
+        "Default parallelism of every operator (default: number of CPU cores)."
+    ),
+    key!(
+        "execution.runtime-mode",
+        [],
+        "streaming",
+        Mode,
+        "streaming or batch."
+    ),
+    key!(
+        "execution.checkpointing.interval",
+        [],
+        "",
+        OptDuration,
+        "Interval of periodic checkpoints; unset disables them (the final checkpoint of a bounded job is still taken)."
+    ),
+    key!(
+        "execution.checkpointing.timeout",
+        [],
+        "10 min",
+        Duration,
+        "A checkpoint not complete after this long is aborted."
+    ),
+    key!(
+        "execution.checkpointing.min-pause",
+        [],
+        "0 ms",
+        Duration,
+        "Minimum pause between the end of one checkpoint and the start of the next."
+    ),
+    key!(
+        "execution.checkpointing.max-concurrent-checkpoints",
+        [],
+        "1",
+        Int,
+        "Checkpoints in flight at once (Weir supports 1)."
+    ),
+    key!(
+        "execution.checkpointing.checkpoints-after-tasks-finish",
+        [],
+        "true",
+        Bool,
+        "FLIP-147: keep checkpointing after some tasks finish and wait for a final checkpoint before ending."
+    ),
+    key!(
+        "execution.checkpointing.dir",
+        ["state.checkpoints.dir"],
+        "",
+        Text,
+        "Where checkpoints are stored: a local path or an object-store URL (file://, s3://). Unset: in memory."
+    ),
+    key!(
+        "execution.checkpointing.num-retained",
+        ["state.checkpoints.num-retained"],
+        "1",
+        Int,
+        "Number of completed checkpoints kept."
+    ),
+    key!(
+        "execution.checkpointing.savepoint-dir",
+        ["state.savepoints.dir"],
+        "",
+        Text,
+        "Default folder of savepoints."
+    ),
     key!("pipeline.name", [], "", Text, "Name of the job."),
-    key!("pipeline.max-parallelism", [], "128", Int,
-        "Number of key groups; fixed for the life of a job's state."),
-    key!("table.exec.source.idle-timeout", [], "0 ms", Duration,
-        "A source split with no data for this long no longer holds back the watermark (0: never idle)."),
+    key!(
+        "pipeline.max-parallelism",
+        [],
+        "128",
+        Int,
+        "Number of key groups; fixed for the life of a job's state."
+    ),
+    key!(
+        "table.exec.source.idle-timeout",
+        [],
+        "0 ms",
+        Duration,
+        "A source split with no data for this long no longer holds back the watermark (0: never idle)."
+    ),
 ];
 
 /// A set of configuration values.
@@ -80,24 +141,35 @@ impl Config {
     }
 
     fn info(key: &str) -> Result<&'static KeyInfo> {
-        KEYS.iter().find(|k| k.key == key || k.aliases.contains(&key)).ok_or_else(|| {
-            let known: Vec<_> = KEYS.iter().map(|k| k.key).collect();
-            Error::config(format!("unknown configuration key '{key}'; known keys: {}", known.join(", ")))
-        })
+        KEYS.iter()
+            .find(|k| k.key == key || k.aliases.contains(&key))
+            .ok_or_else(|| {
+                let known: Vec<_> = KEYS.iter().map(|k| k.key).collect();
+                Error::config(format!(
+                    "unknown configuration key '{key}'; known keys: {}",
+                    known.join(", ")
+                ))
+            })
     }
 
     /// Sets `key` after checking that it is known and that `value` parses.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let info = Self::info(key)?;
         let bad = |what: &str| {
-            Error::config(format!("invalid value '{value}' for '{}': expected {what}", info.key))
+            Error::config(format!(
+                "invalid value '{value}' for '{}': expected {what}",
+                info.key
+            ))
         };
         match info.kind {
             Kind::Duration | Kind::OptDuration => {
                 parse_duration(value).map_err(|_| bad("a duration such as '10 s' or '500 ms'"))?;
             }
             Kind::Int => {
-                let n: usize = value.trim().parse().map_err(|_| bad("a positive integer"))?;
+                let n: usize = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("a positive integer"))?;
                 if n == 0 {
                     return Err(bad("a positive integer"));
                 }
@@ -115,7 +187,8 @@ impl Config {
             }
             Kind::Text => {}
         }
-        self.values.insert(info.key.to_string(), value.trim().to_string());
+        self.values
+            .insert(info.key.to_string(), value.trim().to_string());
         Ok(())
     }
 
@@ -132,21 +205,31 @@ impl Config {
     }
 
     fn raw(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(|s| s.as_str()).filter(|s| !s.is_empty())
+        self.values
+            .get(key)
+            .map(|s| s.as_str())
+            .filter(|s| !s.is_empty())
     }
 
     fn raw_or_default(&self, key: &str) -> &str {
-        self.raw(key).unwrap_or_else(|| Self::info(key).map(|i| i.default).unwrap_or(""))
+        self.raw(key)
+            .unwrap_or_else(|| Self::info(key).map(|i| i.default).unwrap_or(""))
     }
 
     pub fn parallelism(&self) -> usize {
-        self.raw("parallelism.default").and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-        })
+        self.raw("parallelism.default")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            })
     }
 
     pub fn max_parallelism(&self) -> usize {
-        self.raw_or_default("pipeline.max-parallelism").parse().unwrap_or(128)
+        self.raw_or_default("pipeline.max-parallelism")
+            .parse()
+            .unwrap_or(128)
     }
 
     pub fn runtime_mode(&self) -> RuntimeMode {
@@ -154,7 +237,8 @@ impl Config {
     }
 
     pub fn checkpoint_interval(&self) -> Option<Duration> {
-        self.raw("execution.checkpointing.interval").and_then(|v| parse_duration(v).ok())
+        self.raw("execution.checkpointing.interval")
+            .and_then(|v| parse_duration(v).ok())
     }
 
     pub fn checkpoint_timeout(&self) -> Duration {
@@ -176,11 +260,14 @@ impl Config {
     }
 
     pub fn savepoint_dir(&self) -> Option<String> {
-        self.raw("execution.checkpointing.savepoint-dir").map(str::to_string)
+        self.raw("execution.checkpointing.savepoint-dir")
+            .map(str::to_string)
     }
 
     pub fn num_retained_checkpoints(&self) -> usize {
-        self.raw_or_default("execution.checkpointing.num-retained").parse().unwrap_or(1)
+        self.raw_or_default("execution.checkpointing.num-retained")
+            .parse()
+            .unwrap_or(1)
     }
 
     pub fn pipeline_name(&self) -> Option<String> {
@@ -243,7 +330,11 @@ pub fn parse_memory_size(text: &str) -> Result<u64> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(Error::config(format!("invalid memory size unit in '{text}'"))),
+        _ => {
+            return Err(Error::config(format!(
+                "invalid memory size unit in '{text}'"
+            )));
+        }
     };
     Ok(n * mult)
 }
@@ -262,7 +353,9 @@ mod tests {
 
     #[test]
     fn unknown_key_lists_known_ones() {
-        let err = Config::new().set("execution.checkpoint.interval", "1 s").unwrap_err();
+        let err = Config::new()
+            .set("execution.checkpoint.interval", "1 s")
+            .unwrap_err();
         let text = err.to_string();
         assert!(text.contains("unknown configuration key 'execution.checkpoint.interval'"));
         assert!(text.contains("execution.checkpointing.interval"));

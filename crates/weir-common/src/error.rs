@@ -22,7 +22,10 @@ impl fmt::Display for SqlLocation {
 pub enum Error {
     /// The SQL text does not parse, or names something that does not exist.
     #[error("SQL error{}: {message}", .location.map(|l| format!(" at {l}")).unwrap_or_default())]
-    Sql { message: String, location: Option<SqlLocation> },
+    Sql {
+        message: String,
+        location: Option<SqlLocation>,
+    },
 
     /// The SQL is valid but cannot be planned (an unsupported feature, a type mismatch).
     #[error("planning error: {0}")]
@@ -82,12 +85,18 @@ impl Error {
         Error::Input(msg.into())
     }
     pub fn sql(msg: impl Into<String>, location: Option<SqlLocation>) -> Self {
-        Error::Sql { message: msg.into(), location }
+        Error::Sql {
+            message: msg.into(),
+            location,
+        }
     }
 
     /// True for errors caused by what the user wrote (SQL, options, input files).
     pub fn is_user_error(&self) -> bool {
-        matches!(self, Error::Sql { .. } | Error::Plan(_) | Error::Config(_) | Error::Input(_))
+        matches!(
+            self,
+            Error::Sql { .. } | Error::Plan(_) | Error::Config(_) | Error::Input(_)
+        )
     }
 }
 
@@ -122,7 +131,10 @@ fn parse_location(text: &str) -> Option<SqlLocation> {
     let rest = &text[text.find("Line: ")? + 6..];
     let (line, rest) = rest.split_once(", Column: ")?;
     let column: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    Some(SqlLocation { line: line.trim().parse().ok()?, column: column.parse().ok()? })
+    Some(SqlLocation {
+        line: line.trim().parse().ok()?,
+        column: column.parse().ok()?,
+    })
 }
 
 #[cfg(test)]

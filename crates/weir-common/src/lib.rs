@@ -6,8 +6,8 @@
 //! everything above it depends on it, it depends on nothing of ours.
 
 pub mod config;
-pub mod failpoint;
 pub mod error;
+pub mod failpoint;
 pub mod ids;
 pub mod options;
 

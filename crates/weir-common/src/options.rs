@@ -12,7 +12,10 @@ pub struct ConnectorOptions {
 
 impl ConnectorOptions {
     pub fn new(table: impl Into<String>, values: BTreeMap<String, String>) -> Self {
-        Self { table: table.into(), values }
+        Self {
+            table: table.into(),
+            values,
+        }
     }
 
     pub fn connector(&self) -> Result<&str> {
@@ -27,7 +30,10 @@ impl ConnectorOptions {
 
     pub fn required(&self, key: &str) -> Result<&str> {
         self.get(key).ok_or_else(|| {
-            Error::config(format!("table '{}': missing required option '{key}'", self.table))
+            Error::config(format!(
+                "table '{}': missing required option '{key}'",
+                self.table
+            ))
         })
     }
 
@@ -41,19 +47,31 @@ impl ConnectorOptions {
 
     pub fn get_u64(&self, key: &str) -> Result<Option<u64>> {
         self.get(key)
-            .map(|v| v.trim().parse::<u64>().map_err(|_| self.bad(key, "a non-negative integer")))
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| self.bad(key, "a non-negative integer"))
+            })
             .transpose()
     }
 
     pub fn get_i64(&self, key: &str) -> Result<Option<i64>> {
         self.get(key)
-            .map(|v| v.trim().parse::<i64>().map_err(|_| self.bad(key, "an integer")))
+            .map(|v| {
+                v.trim()
+                    .parse::<i64>()
+                    .map_err(|_| self.bad(key, "an integer"))
+            })
             .transpose()
     }
 
     pub fn get_f64(&self, key: &str) -> Result<Option<f64>> {
         self.get(key)
-            .map(|v| v.trim().parse::<f64>().map_err(|_| self.bad(key, "a number")))
+            .map(|v| {
+                v.trim()
+                    .parse::<f64>()
+                    .map_err(|_| self.bad(key, "a number"))
+            })
             .transpose()
     }
 

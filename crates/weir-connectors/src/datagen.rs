@@ -20,9 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
-use weir_runtime::{
-    OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo,
-};
+use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo};
 
 pub const OPTIONS: &[&str] = &[
     "connector",
@@ -44,8 +42,15 @@ const BATCH_ROWS: u64 = 8192;
 
 #[derive(Debug, Clone)]
 enum FieldKind {
-    Random { min: Option<f64>, max: Option<f64>, length: usize },
-    Sequence { start: i64, end: i64 },
+    Random {
+        min: Option<f64>,
+        max: Option<f64>,
+        length: usize,
+    },
+    Sequence {
+        start: i64,
+        end: i64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -67,7 +72,11 @@ impl DatagenSourceFactory {
     pub fn new(options: &ConnectorOptions, schema: SchemaRef) -> Result<Self> {
         options.check_known("datagen", OPTIONS)?;
         for key in options.values.keys() {
-            if let Some(name) = key.strip_prefix("fields.").and_then(|k| k.rsplit_once('.')).map(|(n, _)| n) {
+            if let Some(name) = key
+                .strip_prefix("fields.")
+                .and_then(|k| k.rsplit_once('.'))
+                .map(|(n, _)| n)
+            {
                 if schema.field_with_name(name).is_err() {
                     return Err(Error::config(format!(
                         "table '{}': option '{key}' names column '{name}', which the table does not have",
@@ -88,10 +97,20 @@ impl DatagenSourceFactory {
                 },
                 "sequence" => {
                     let start = options.get_i64(&opt("start"))?.ok_or_else(|| {
-                        Error::config(format!("table '{}': sequence column '{}' needs '{}'", options.table, f.name(), opt("start")))
+                        Error::config(format!(
+                            "table '{}': sequence column '{}' needs '{}'",
+                            options.table,
+                            f.name(),
+                            opt("start")
+                        ))
                     })?;
                     let end = options.get_i64(&opt("end"))?.ok_or_else(|| {
-                        Error::config(format!("table '{}': sequence column '{}' needs '{}'", options.table, f.name(), opt("end")))
+                        Error::config(format!(
+                            "table '{}': sequence column '{}' needs '{}'",
+                            options.table,
+                            f.name(),
+                            opt("end")
+                        ))
                     })?;
                     if end < start {
                         return Err(Error::config(format!(
@@ -124,15 +143,36 @@ impl DatagenSourceFactory {
                 options.table
             )));
         }
-        Ok(Self { schema, fields, rows_per_second, total_rows, seed: options.get_u64("seed")?.unwrap_or(0) })
+        Ok(Self {
+            schema,
+            fields,
+            rows_per_second,
+            total_rows,
+            seed: options.get_u64("seed")?.unwrap_or(0),
+        })
     }
 }
 
 fn check_supported(dt: &DataType, name: &str) -> Result<()> {
     use DataType::*;
     match dt {
-        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 | Float32 | Float64
-        | Boolean | Utf8 | LargeUtf8 | Utf8View | Date32 | Decimal128(_, _) | Timestamp(_, _) => Ok(()),
+        Int8
+        | Int16
+        | Int32
+        | Int64
+        | UInt8
+        | UInt16
+        | UInt32
+        | UInt64
+        | Float32
+        | Float64
+        | Boolean
+        | Utf8
+        | LargeUtf8
+        | Utf8View
+        | Date32
+        | Decimal128(_, _)
+        | Timestamp(_, _) => Ok(()),
         other => Err(Error::config(format!(
             "datagen cannot generate column '{name}' of type {other}"
         ))),
@@ -226,13 +266,16 @@ impl DatagenSource {
     }
 
     fn generate(&self, s: &SplitState, rows: u64) -> Result<RecordBatch> {
-        let rows_idx: Vec<u64> = (0..rows).map(|i| s.split + (s.next + i) * s.splits).collect();
+        let rows_idx: Vec<u64> = (0..rows)
+            .map(|i| s.split + (s.next + i) * s.splits)
+            .collect();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.fields.len());
         for (c, (field, gen_)) in self.schema.fields().iter().zip(&self.fields).enumerate() {
             let key = mix(self.seed ^ mix(c as u64 + 1));
             let h = |g: u64| mix(key ^ g);
             let null = |g: u64| {
-                gen_.null_rate > 0.0 && (mix(h(g)) % 1_000_000) as f64 / 1_000_000.0 < gen_.null_rate
+                gen_.null_rate > 0.0
+                    && (mix(h(g)) % 1_000_000) as f64 / 1_000_000.0 < gen_.null_rate
             };
             let dt = field.data_type();
             let array: ArrayRef = match dt {
@@ -244,7 +287,9 @@ impl DatagenSource {
                             continue;
                         }
                         match &gen_.kind {
-                            FieldKind::Sequence { start, .. } => b.append_value((start + g as i64).to_string()),
+                            FieldKind::Sequence { start, .. } => {
+                                b.append_value((start + g as i64).to_string())
+                            }
                             FieldKind::Random { length, .. } => {
                                 let mut text = String::with_capacity(*length);
                                 let mut state = h(g);
@@ -253,7 +298,10 @@ impl DatagenSource {
                                         state = mix(state);
                                     }
                                     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-                                    text.push(ALPHABET[((state >> ((i % 10) * 6)) & 63) as usize % 36] as char);
+                                    text.push(
+                                        ALPHABET[((state >> ((i % 10) * 6)) & 63) as usize % 36]
+                                            as char,
+                                    );
                                 }
                                 b.append_value(text);
                             }
@@ -262,11 +310,16 @@ impl DatagenSource {
                     cast(&b.finish(), dt)?
                 }
                 DataType::Boolean => Arc::new(
-                    rows_idx.iter().map(|&g| (!null(g)).then_some(h(g) & 1 == 1)).collect::<BooleanArray>(),
+                    rows_idx
+                        .iter()
+                        .map(|&g| (!null(g)).then_some(h(g) & 1 == 1))
+                        .collect::<BooleanArray>(),
                 ),
                 DataType::Float32 | DataType::Float64 => {
                     let (min, max) = match &gen_.kind {
-                        FieldKind::Random { min, max, .. } => (min.unwrap_or(0.0), max.unwrap_or(1000.0)),
+                        FieldKind::Random { min, max, .. } => {
+                            (min.unwrap_or(0.0), max.unwrap_or(1000.0))
+                        }
                         FieldKind::Sequence { start, end } => (*start as f64, *end as f64),
                     };
                     let a: Float64Array = rows_idx
@@ -361,8 +414,9 @@ fn int_range(dt: &DataType) -> (i64, i64) {
 #[async_trait]
 impl Source for DatagenSource {
     async fn poll_next(&mut self) -> Result<SourcePoll> {
-        let live: Vec<usize> =
-            (0..self.splits.len()).filter(|i| self.remaining(&self.splits[*i]) > 0).collect();
+        let live: Vec<usize> = (0..self.splits.len())
+            .filter(|i| self.remaining(&self.splits[*i]) > 0)
+            .collect();
         if live.is_empty() {
             return Ok(SourcePoll::Finished);
         }
@@ -370,7 +424,9 @@ impl Source for DatagenSource {
         let allowed = (started.elapsed().as_secs_f64() * self.rate) as u64 + 1;
         if self.emitted >= allowed {
             let wait = (self.emitted + 1) as f64 / self.rate - started.elapsed().as_secs_f64();
-            return Ok(SourcePoll::Idle(Duration::from_secs_f64(wait.clamp(0.001, 0.1))));
+            return Ok(SourcePoll::Idle(Duration::from_secs_f64(
+                wait.clamp(0.001, 0.1),
+            )));
         }
         let i = live[self.turn % live.len()];
         self.turn = self.turn.wrapping_add(1);
@@ -384,7 +440,11 @@ impl Source for DatagenSource {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let items = self.splits.iter().map(serde_json::to_value).collect::<Result<_, _>>()?;
+        let items = self
+            .splits
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
         Ok(OperatorState::new(StateDistribution::RoundRobin, items))
     }
 }

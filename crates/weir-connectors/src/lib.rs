@@ -19,12 +19,22 @@ use weir_runtime::{OperatorFactory, SourceFactory};
 /// Every connector, with the options it accepts as a source and as a sink.
 pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
     ("datagen", datagen::OPTIONS, &[]),
-    ("filesystem", filesystem::SOURCE_OPTIONS, filesystem::SINK_OPTIONS),
+    (
+        "filesystem",
+        filesystem::SOURCE_OPTIONS,
+        filesystem::SINK_OPTIONS,
+    ),
     ("print", &[], print::OPTIONS),
     ("blackhole", &[], blackhole::OPTIONS),
 ];
 
-fn lookup(options: &ConnectorOptions) -> Result<&'static (&'static str, &'static [&'static str], &'static [&'static str])> {
+fn lookup(
+    options: &ConnectorOptions,
+) -> Result<&'static (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+)> {
     let name = options.connector()?;
     CONNECTORS.iter().find(|c| c.0 == name).ok_or_else(|| {
         let names: Vec<_> = CONNECTORS.iter().map(|c| c.0).collect();
@@ -47,11 +57,18 @@ pub fn validate_options(options: &ConnectorOptions) -> Result<()> {
 }
 
 /// The source of a table read by a query.
-pub async fn create_source(options: &ConnectorOptions, schema: SchemaRef) -> Result<Arc<dyn SourceFactory>> {
+pub async fn create_source(
+    options: &ConnectorOptions,
+    schema: SchemaRef,
+) -> Result<Arc<dyn SourceFactory>> {
     let (name, ..) = lookup(options)?;
     match *name {
-        "datagen" => Ok(Arc::new(datagen::DatagenSourceFactory::new(options, schema)?)),
-        "filesystem" => Ok(Arc::new(filesystem::FileSourceFactory::try_new(options, schema).await?)),
+        "datagen" => Ok(Arc::new(datagen::DatagenSourceFactory::new(
+            options, schema,
+        )?)),
+        "filesystem" => Ok(Arc::new(
+            filesystem::FileSourceFactory::try_new(options, schema).await?,
+        )),
         other => Err(Error::config(format!(
             "table '{}': connector '{other}' can only be written to, not read",
             options.table
@@ -60,7 +77,10 @@ pub async fn create_source(options: &ConnectorOptions, schema: SchemaRef) -> Res
 }
 
 /// The sink of a table written by `INSERT INTO`.
-pub async fn create_sink(options: &ConnectorOptions, schema: SchemaRef) -> Result<Arc<dyn OperatorFactory>> {
+pub async fn create_sink(
+    options: &ConnectorOptions,
+    schema: SchemaRef,
+) -> Result<Arc<dyn OperatorFactory>> {
     let (name, ..) = lookup(options)?;
     match *name {
         "print" => Ok(Arc::new(print::PrintSinkFactory::new(options)?)),
@@ -70,7 +90,9 @@ pub async fn create_sink(options: &ConnectorOptions, schema: SchemaRef) -> Resul
         }
         "filesystem" => {
             let sink = filesystem::FileSink::try_new(options, schema).await?;
-            Ok(Arc::new(two_phase::TwoPhaseCommitSinkFactory(Arc::new(sink))))
+            Ok(Arc::new(two_phase::TwoPhaseCommitSinkFactory(Arc::new(
+                sink,
+            ))))
         }
         other => Err(Error::config(format!(
             "table '{}': connector '{other}' can only be read, not written to",

@@ -42,7 +42,10 @@ pub fn format_rows(batch: &RecordBatch) -> Result<Vec<String>> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok((0..batch.num_rows())
         .map(|row| {
-            let values: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
+            let values: Vec<String> = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect();
             format!("+I[{}]", values.join(", "))
         })
         .collect())
@@ -83,7 +86,10 @@ impl OperatorFactory for PrintSinkFactory {
         } else if !prefix.is_empty() {
             prefix.push(' ');
         }
-        Ok(Box::new(PrintSink { prefix, stderr: self.stderr }))
+        Ok(Box::new(PrintSink {
+            prefix,
+            stderr: self.stderr,
+        }))
     }
     fn is_sink(&self) -> bool {
         true

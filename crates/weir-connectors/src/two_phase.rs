@@ -86,7 +86,11 @@ impl Operator for TwoPhaseCommitSinkOperator {
         self.writer.write(batch).await
     }
 
-    async fn prepare_snapshot_pre_barrier(&mut self, id: CheckpointId, _: &mut Output) -> Result<()> {
+    async fn prepare_snapshot_pre_barrier(
+        &mut self,
+        id: CheckpointId,
+        _: &mut Output,
+    ) -> Result<()> {
         let committables = self.writer.prepare_commit().await?;
         if !committables.is_empty() {
             self.pending.push((id, committables));
@@ -99,7 +103,8 @@ impl Operator for TwoPhaseCommitSinkOperator {
             .pending
             .iter()
             .flat_map(|(id, cs)| {
-                cs.iter().map(|c| serde_json::json!({ "checkpoint": id.0, "committable": c }))
+                cs.iter()
+                    .map(|c| serde_json::json!({ "checkpoint": id.0, "committable": c }))
             })
             .collect();
         Ok(OperatorState::new(StateDistribution::ToFirst, items))

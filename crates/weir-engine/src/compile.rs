@@ -31,13 +31,25 @@ pub async fn compile_into(
     for (i, node) in plan.nodes.iter().enumerate() {
         let uid = |kind: &str| format!("s{statement}-n{i}-{kind}");
         let v = match node {
-            PlanNode::Scan { table, computed, watermark } => {
+            PlanNode::Scan {
+                table,
+                computed,
+                watermark,
+            } => {
                 let parallelism = table.scan_parallelism.unwrap_or(default_parallelism);
-                let source = weir_connectors::create_source(&table.options, table.physical_schema.clone()).await?;
+                let source =
+                    weir_connectors::create_source(&table.options, table.physical_schema.clone())
+                        .await?;
                 let mut operators: Vec<Arc<dyn OperatorFactory>> = Vec::new();
                 if let Some(exprs) = computed {
-                    let steps = vec![CalcStep::Project { exprs: exprs.clone(), schema: table.schema.clone() }];
-                    operators.push(Arc::new(CalcOperatorFactory { label: "ComputedColumns".into(), steps }));
+                    let steps = vec![CalcStep::Project {
+                        exprs: exprs.clone(),
+                        schema: table.schema.clone(),
+                    }];
+                    operators.push(Arc::new(CalcOperatorFactory {
+                        label: "ComputedColumns".into(),
+                        steps,
+                    }));
                 }
                 if let Some(expr) = watermark {
                     operators.push(Arc::new(WatermarkAssignerFactory { expr: expr.clone() }));
@@ -57,7 +69,10 @@ pub async fn compile_into(
             PlanNode::Calc { input, steps, .. } => {
                 let from = vertex_of[*input];
                 let parallelism = graph.vertices[from].parallelism;
-                let factory = CalcOperatorFactory { label: calc_label(steps), steps: steps.clone() };
+                let factory = CalcOperatorFactory {
+                    label: calc_label(steps),
+                    steps: steps.clone(),
+                };
                 let v = graph.add_vertex(Vertex {
                     uid: uid("calc"),
                     name: factory.name(),
@@ -74,7 +89,9 @@ pub async fn compile_into(
                     name: "Union".into(),
                     parallelism: default_parallelism,
                     source: None,
-                    operators: vec![Arc::new(UnionOperatorFactory { schema: schema.clone() })],
+                    operators: vec![Arc::new(UnionOperatorFactory {
+                        schema: schema.clone(),
+                    })],
                 });
                 for input in inputs {
                     let from = vertex_of[*input];
@@ -85,14 +102,18 @@ pub async fn compile_into(
             }
             PlanNode::Sink { input, table } => {
                 let from = vertex_of[*input];
-                let parallelism = table.sink_parallelism.unwrap_or(graph.vertices[from].parallelism);
+                let parallelism = table
+                    .sink_parallelism
+                    .unwrap_or(graph.vertices[from].parallelism);
                 if !table.partitioned_by.is_empty() {
                     return Err(Error::plan(format!(
                         "table '{}': writing PARTITIONED BY tables is not supported yet",
                         table.name
                     )));
                 }
-                let sink = weir_connectors::create_sink(&table.options, table.physical_schema.clone()).await?;
+                let sink =
+                    weir_connectors::create_sink(&table.options, table.physical_schema.clone())
+                        .await?;
                 let v = graph.add_vertex(Vertex {
                     uid: uid(&format!("sink-{}", table.name)),
                     name: format!("{} [{}]", sink.name(), table.name),
@@ -109,7 +130,9 @@ pub async fn compile_into(
                 let parallelism = graph.vertices[from].parallelism;
                 let options = ConnectorOptions::new(
                     "select",
-                    [("connector".to_string(), "print".to_string())].into_iter().collect(),
+                    [("connector".to_string(), "print".to_string())]
+                        .into_iter()
+                        .collect(),
                 );
                 let sink = weir_connectors::create_sink(&options, schema.clone()).await?;
                 let v = graph.add_vertex(Vertex {

@@ -13,7 +13,10 @@ pub enum Outcome {
     /// A statement that changed the session (DDL, SET): a short message.
     Done(String),
     /// A result table (SHOW TABLES, DESCRIBE, SET;).
-    Table { header: Vec<String>, rows: Vec<Vec<String>> },
+    Table {
+        header: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
     /// EXPLAIN output.
     Explain(String),
     /// A planned job (INSERT INTO or SELECT), not started yet.
@@ -34,7 +37,10 @@ impl Default for Engine {
 
 impl Engine {
     pub fn new(config: Config) -> Self {
-        Self { planner: Planner::new(), config }
+        Self {
+            planner: Planner::new(),
+            config,
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -61,11 +67,13 @@ impl Engine {
 
     /// Executes one statement. Errors name the statement's position.
     pub async fn execute(&mut self, stmt: &Located) -> Result<Outcome> {
-        self.execute_statement(&stmt.statement).await.map_err(|e| match e {
-            Error::Plan(m) => Error::sql(m, Some(stmt.location)),
-            Error::Config(m) => Error::Config(format!("{m} (statement at {})", stmt.location)),
-            other => other,
-        })
+        self.execute_statement(&stmt.statement)
+            .await
+            .map_err(|e| match e {
+                Error::Plan(m) => Error::sql(m, Some(stmt.location)),
+                Error::Config(m) => Error::Config(format!("{m} (statement at {})", stmt.location)),
+                other => other,
+            })
     }
 
     async fn execute_statement(&mut self, stmt: &WeirStatement) -> Result<Outcome> {
@@ -75,14 +83,24 @@ impl Engine {
                 let mut options = ct.options.clone();
                 options.remove("scan.parallelism");
                 options.remove("sink.parallelism");
-                weir_connectors::validate_options(&weir_common::ConnectorOptions::new(ct.name.clone(), options))?;
+                weir_connectors::validate_options(&weir_common::ConnectorOptions::new(
+                    ct.name.clone(),
+                    options,
+                ))?;
                 Ok(match self.planner.create_table(ct).await? {
                     Some(_) => Outcome::Done(format!("table '{}' created", ct.name)),
                     None => Outcome::Done(format!("table '{}' already exists", ct.name)),
                 })
             }
-            WeirStatement::CreateView { name, or_replace, query, sql } => {
-                self.planner.create_view(name, *or_replace, query, sql).await?;
+            WeirStatement::CreateView {
+                name,
+                or_replace,
+                query,
+                sql,
+            } => {
+                self.planner
+                    .create_view(name, *or_replace, query, sql)
+                    .await?;
                 Ok(Outcome::Done(format!("view '{name}' created")))
             }
             WeirStatement::DropTable { name, if_exists } => {
@@ -106,15 +124,31 @@ impl Engine {
             }
             WeirStatement::ShowSet => Ok(Outcome::Table {
                 header: vec!["key".into(), "value".into()],
-                rows: self.config.entries().map(|(k, v)| vec![k.to_string(), v.to_string()]).collect(),
+                rows: self
+                    .config
+                    .entries()
+                    .map(|(k, v)| vec![k.to_string(), v.to_string()])
+                    .collect(),
             }),
             WeirStatement::ShowTables => Ok(Outcome::Table {
                 header: vec!["table name".into()],
-                rows: self.planner.catalog.tables.keys().map(|k| vec![k.clone()]).collect(),
+                rows: self
+                    .planner
+                    .catalog
+                    .tables
+                    .keys()
+                    .map(|k| vec![k.clone()])
+                    .collect(),
             }),
             WeirStatement::ShowViews => Ok(Outcome::Table {
                 header: vec!["view name".into()],
-                rows: self.planner.catalog.views.keys().map(|k| vec![k.clone()]).collect(),
+                rows: self
+                    .planner
+                    .catalog
+                    .views
+                    .keys()
+                    .map(|k| vec![k.clone()])
+                    .collect(),
             }),
             WeirStatement::Describe { name } => {
                 let schema = if let Some(t) = self.planner.catalog.tables.get(name) {
@@ -124,9 +158,19 @@ impl Engine {
                 } else {
                     return Err(Error::plan(format!("no table or view named '{name}'")));
                 };
-                let wm = self.planner.catalog.tables.get(name).and_then(|t| t.watermark.clone());
+                let wm = self
+                    .planner
+                    .catalog
+                    .tables
+                    .get(name)
+                    .and_then(|t| t.watermark.clone());
                 Ok(Outcome::Table {
-                    header: vec!["name".into(), "type".into(), "null".into(), "watermark".into()],
+                    header: vec![
+                        "name".into(),
+                        "type".into(),
+                        "null".into(),
+                        "watermark".into(),
+                    ],
                     rows: schema
                         .fields()
                         .iter()
@@ -135,19 +179,26 @@ impl Engine {
                                 f.name().clone(),
                                 sql_name(f.data_type()),
                                 f.is_nullable().to_string().to_uppercase(),
-                                wm.as_ref().filter(|(c, _)| c == f.name()).map(|(_, e)| e.to_string()).unwrap_or_default(),
+                                wm.as_ref()
+                                    .filter(|(c, _)| c == f.name())
+                                    .map(|(_, e)| e.to_string())
+                                    .unwrap_or_default(),
                             ]
                         })
                         .collect(),
                 })
             }
-            WeirStatement::Insert { table, query } => {
-                Ok(Outcome::Job(Box::new(self.planner.plan_insert(table, query).await?)))
-            }
-            WeirStatement::Select(query) => Ok(Outcome::Job(Box::new(self.planner.plan_select(query).await?))),
+            WeirStatement::Insert { table, query } => Ok(Outcome::Job(Box::new(
+                self.planner.plan_insert(table, query).await?,
+            ))),
+            WeirStatement::Select(query) => Ok(Outcome::Job(Box::new(
+                self.planner.plan_select(query).await?,
+            ))),
             WeirStatement::Explain(inner) => {
                 let plan = match inner.as_ref() {
-                    WeirStatement::Insert { table, query } => self.planner.plan_insert(table, query).await?,
+                    WeirStatement::Insert { table, query } => {
+                        self.planner.plan_insert(table, query).await?
+                    }
                     WeirStatement::Select(query) => self.planner.plan_select(query).await?,
                     _ => return Err(Error::plan("EXPLAIN takes a SELECT or an INSERT INTO")),
                 };

@@ -38,7 +38,10 @@ pub struct OperatorState {
 
 impl OperatorState {
     pub fn new(distribution: StateDistribution, items: Vec<serde_json::Value>) -> Self {
-        Self { distribution, items }
+        Self {
+            distribution,
+            items,
+        }
     }
 }
 
@@ -77,7 +80,10 @@ impl VertexEntry {
     /// All subtasks have reached end of data (FLIP-147 "fully finished").
     pub fn fully_finished(&self) -> bool {
         !self.subtasks.is_empty()
-            && self.subtasks.iter().all(|s| s.status != SubtaskStatus::Running)
+            && self
+                .subtasks
+                .iter()
+                .all(|s| s.status != SubtaskStatus::Running)
     }
 }
 

@@ -25,7 +25,9 @@ use weir_common::{CheckpointId, Error, JobId, Result};
 /// Requests to the coordinator from a job handle.
 pub enum Command {
     /// Take a checkpoint now; answers with its id once it completed.
-    Checkpoint { reply: oneshot::Sender<Result<CheckpointId>> },
+    Checkpoint {
+        reply: oneshot::Sender<Result<CheckpointId>>,
+    },
 }
 
 pub(crate) struct CoordinatorConfig {
@@ -73,8 +75,11 @@ pub struct CoordinatorOutcome {
 
 impl Coordinator {
     pub async fn run(mut self) -> Result<CoordinatorOutcome> {
-        let mut closed: Vec<Vec<bool>> =
-            self.vertices.iter().map(|v| vec![false; v.parallelism]).collect();
+        let mut closed: Vec<Vec<bool>> = self
+            .vertices
+            .iter()
+            .map(|v| vec![false; v.parallelism])
+            .collect();
         let mut pending: Option<Pending> = None;
         let mut waiting_replies: Vec<oneshot::Sender<Result<CheckpointId>>> = Vec::new();
         let mut completed: VecDeque<CheckpointId> = VecDeque::new();
@@ -178,12 +183,25 @@ impl Coordinator {
         }
         let id = CheckpointId(self.next_id);
         self.next_id += 1;
-        let barrier = Barrier { id, kind: CheckpointKind::Checkpoint };
-        tracing::debug!(checkpoint = id.0, triggered = plan.trigger.len(), "trigger checkpoint");
+        let barrier = Barrier {
+            id,
+            kind: CheckpointKind::Checkpoint,
+        };
+        tracing::debug!(
+            checkpoint = id.0,
+            triggered = plan.trigger.len(),
+            "trigger checkpoint"
+        );
         for (v, s) in &plan.trigger {
             let _ = self.controls[*v][*s].send(Control::Trigger(barrier));
         }
-        Some(Pending { id, started: Instant::now(), acks: HashMap::new(), waiting: plan.wait_for, replies })
+        Some(Pending {
+            id,
+            started: Instant::now(),
+            acks: HashMap::new(),
+            waiting: plan.wait_for,
+            replies,
+        })
     }
 
     async fn complete(
@@ -210,7 +228,11 @@ impl Coordinator {
                         },
                         None => {
                             debug_assert!(closed[v][s]);
-                            SubtaskEntry { subtask: s, status: SubtaskStatus::Closed, state_file: None }
+                            SubtaskEntry {
+                                subtask: s,
+                                status: SubtaskStatus::Closed,
+                                state_file: None,
+                            }
                         }
                     })
                     .collect(),
@@ -234,8 +256,12 @@ impl Coordinator {
             return Ok(());
         }
         weir_common::failpoint("after-metadata");
-        self.metrics.last_checkpoint.store(p.id.0, Ordering::Relaxed);
-        self.metrics.checkpoints_completed.fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .last_checkpoint
+            .store(p.id.0, Ordering::Relaxed);
+        self.metrics
+            .checkpoints_completed
+            .fetch_add(1, Ordering::Relaxed);
         self.metrics
             .last_checkpoint_ms
             .store(p.started.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -270,7 +296,10 @@ impl Coordinator {
             }
         }
         for r in p.replies {
-            let _ = r.send(Err(Error::Checkpoint(format!("checkpoint {} aborted: {why}", p.id))));
+            let _ = r.send(Err(Error::Checkpoint(format!(
+                "checkpoint {} aborted: {why}",
+                p.id
+            ))));
         }
         let _ = self.storage.discard(p.id).await;
     }

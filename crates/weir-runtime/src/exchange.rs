@@ -14,7 +14,11 @@ pub fn key_group(hash: u64, max_parallelism: usize) -> usize {
 }
 
 /// Subtask that owns a key group (Flink's `keyGroup * parallelism / maxParallelism`).
-pub fn subtask_for_key_group(key_group: usize, parallelism: usize, max_parallelism: usize) -> usize {
+pub fn subtask_for_key_group(
+    key_group: usize,
+    parallelism: usize,
+    max_parallelism: usize,
+) -> usize {
     key_group * parallelism / max_parallelism
 }
 
@@ -123,7 +127,9 @@ mod tests {
 
     #[test]
     fn key_groups_cover_all_subtasks_in_ranges() {
-        let owners: Vec<_> = (0..128).map(|kg| subtask_for_key_group(kg, 3, 128)).collect();
+        let owners: Vec<_> = (0..128)
+            .map(|kg| subtask_for_key_group(kg, 3, 128))
+            .collect();
         assert_eq!(owners[0], 0);
         assert_eq!(owners[127], 2);
         assert!(owners.windows(2).all(|w| w[0] <= w[1]));

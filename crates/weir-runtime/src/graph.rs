@@ -64,7 +64,12 @@ impl JobGraph {
     }
 
     pub fn connect(&mut self, from: usize, to: usize, partitioning: Partitioning, input: usize) {
-        self.edges.push(Edge { from, to, partitioning, input });
+        self.edges.push(Edge {
+            from,
+            to,
+            partitioning,
+            input,
+        });
     }
 
     pub fn inputs_of(&self, v: usize) -> impl Iterator<Item = &Edge> {
@@ -128,7 +133,10 @@ impl JobGraph {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn graph_of(parallelism: &[usize], edges: &[(usize, usize, Partitioning)]) -> JobGraph {
+    pub(crate) fn graph_of(
+        parallelism: &[usize],
+        edges: &[(usize, usize, Partitioning)],
+    ) -> JobGraph {
         let mut g = JobGraph::default();
         for (i, p) in parallelism.iter().enumerate() {
             g.add_vertex(Vertex {
@@ -149,12 +157,24 @@ pub(crate) mod tests {
     fn chaining_fuses_forward_edges_of_equal_parallelism() {
         let g = graph_of(
             &[2, 2, 3, 3],
-            &[(0, 1, Partitioning::Forward), (1, 2, Partitioning::Rebalance), (2, 3, Partitioning::Forward)],
+            &[
+                (0, 1, Partitioning::Forward),
+                (1, 2, Partitioning::Rebalance),
+                (2, 3, Partitioning::Forward),
+            ],
         )
         .chained();
         assert_eq!(g.vertices.len(), 2);
         assert_eq!(g.vertices[0].uid, "v0+v1");
         assert_eq!(g.vertices[1].uid, "v2+v3");
-        assert_eq!(g.edges, vec![Edge { from: 0, to: 1, partitioning: Partitioning::Rebalance, input: 0 }]);
+        assert_eq!(
+            g.edges,
+            vec![Edge {
+                from: 0,
+                to: 1,
+                partitioning: Partitioning::Rebalance,
+                input: 0
+            }]
+        );
     }
 }

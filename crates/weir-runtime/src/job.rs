@@ -114,7 +114,8 @@ impl JobHandle {
             .send(Command::Checkpoint { reply: tx })
             .await
             .map_err(|_| Error::Checkpoint("the job has ended".into()))?;
-        rx.await.map_err(|_| Error::Checkpoint("the job has ended".into()))?
+        rx.await
+            .map_err(|_| Error::Checkpoint("the job has ended".into()))?
     }
 
     /// Cancels the job: tasks stop at once, nothing more is committed.
@@ -162,7 +163,10 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
             )));
         }
     }
-    let next_id = restored.as_ref().map(|r| r.metadata.checkpoint_id.0 + 1).unwrap_or(1);
+    let next_id = restored
+        .as_ref()
+        .map(|r| r.metadata.checkpoint_id.0 + 1)
+        .unwrap_or(1);
 
     let metrics = Arc::new(JobMetrics::default());
     let attempt = uuid::Uuid::new_v4();
@@ -171,17 +175,28 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
 
     // Channels: one per (upstream subtask, downstream subtask) pair of every edge.
     let n = graph.vertices.len();
-    let mut out_edges: Vec<Vec<Vec<OutEdge>>> =
-        graph.vertices.iter().map(|v| (0..v.parallelism).map(|_| Vec::new()).collect()).collect();
-    let mut in_channels: Vec<Vec<Vec<InputChannel>>> =
-        graph.vertices.iter().map(|v| (0..v.parallelism).map(|_| Vec::new()).collect()).collect();
+    let mut out_edges: Vec<Vec<Vec<OutEdge>>> = graph
+        .vertices
+        .iter()
+        .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
+        .collect();
+    let mut in_channels: Vec<Vec<Vec<InputChannel>>> = graph
+        .vertices
+        .iter()
+        .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
+        .collect();
     for e in &graph.edges {
-        let (fp, tp) = (graph.vertices[e.from].parallelism, graph.vertices[e.to].parallelism);
+        let (fp, tp) = (
+            graph.vertices[e.from].parallelism,
+            graph.vertices[e.to].parallelism,
+        );
         for s in 0..fp {
             let targets: Vec<usize> = match e.partitioning {
                 Partitioning::Forward => {
                     if fp != tp {
-                        return Err(Error::internal("forward edge between different parallelisms"));
+                        return Err(Error::internal(
+                            "forward edge between different parallelisms",
+                        ));
                     }
                     vec![s]
                 }
@@ -205,7 +220,9 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
     let mut controls = Vec::with_capacity(n);
     let mut tasks = Vec::new();
     for (v, vertex) in graph.vertices.iter().enumerate() {
-        let entry = restored.as_ref().and_then(|r| r.metadata.vertex(&vertex.uid));
+        let entry = restored
+            .as_ref()
+            .and_then(|r| r.metadata.vertex(&vertex.uid));
         let finished_on_restore = entry.is_some_and(|e| e.fully_finished());
         // Gather the state of every old subtask, per chain position, and split it anew.
         let (mut source_states, mut op_states) = (None, vec![None; vertex.operators.len()]);
@@ -213,7 +230,9 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
             let mut src: Vec<OperatorState> = Vec::new();
             let mut ops: Vec<Vec<OperatorState>> = vec![Vec::new(); vertex.operators.len()];
             for sub in &entry.subtasks {
-                let Some(file) = &sub.state_file else { continue };
+                let Some(file) = &sub.state_file else {
+                    continue;
+                };
                 let snap = r.read_task_state(file).await?;
                 src.extend(snap.source);
                 if snap.operators.len() != ops.len() {
@@ -229,7 +248,10 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
                 }
             }
             source_states = Some(redistribute(&src, vertex.parallelism));
-            op_states = ops.iter().map(|o| Some(redistribute(o, vertex.parallelism))).collect();
+            op_states = ops
+                .iter()
+                .map(|o| Some(redistribute(o, vertex.parallelism)))
+                .collect();
         }
         let mut vertex_controls = Vec::new();
         for s in 0..vertex.parallelism {
@@ -247,9 +269,15 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
                 Some(f) => Some(f.create(&info, source_states.as_ref().map(|st| st[s].clone()))?),
                 None => None,
             };
-            let operators =
-                vertex.operators.iter().map(|f| f.create(&info)).collect::<Result<Vec<_>>>()?;
-            let restored_ops = op_states.iter().map(|o| o.as_ref().map(|st| st[s].clone())).collect();
+            let operators = vertex
+                .operators
+                .iter()
+                .map(|f| f.create(&info))
+                .collect::<Result<Vec<_>>>()?;
+            let restored_ops = op_states
+                .iter()
+                .map(|o| o.as_ref().map(|st| st[s].clone()))
+                .collect();
             let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
             vertex_controls.push(ctl_tx);
             tasks.push(Task {
@@ -261,7 +289,10 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
                 finished_on_restore,
                 last_is_sink: vertex.operators.last().is_some_and(|o| o.is_sink()),
                 inputs: std::mem::take(&mut in_channels[v][s]),
-                output: OutputWriter { subtask: s, edges: std::mem::take(&mut out_edges[v][s]) },
+                output: OutputWriter {
+                    subtask: s,
+                    edges: std::mem::take(&mut out_edges[v][s]),
+                },
                 control: ctl_rx,
                 events: event_tx.clone(),
                 storage: storage.clone(),
@@ -277,7 +308,11 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         vertices: graph
             .vertices
             .iter()
-            .map(|v| VertexInfo { uid: v.uid.clone(), name: v.name.clone(), parallelism: v.parallelism })
+            .map(|v| VertexInfo {
+                uid: v.uid.clone(),
+                name: v.name.clone(),
+                parallelism: v.parallelism,
+            })
             .collect(),
         upstream: upstream_tasks(&graph),
         controls,
@@ -338,5 +373,11 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
             restored_from: restored_from2,
         })
     });
-    Ok(JobHandle { job_id, metrics, restored_from, commands: cmd_tx, join })
+    Ok(JobHandle {
+        job_id,
+        metrics,
+        restored_from,
+        commands: cmd_tx,
+        join,
+    })
 }

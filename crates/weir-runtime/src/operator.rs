@@ -77,8 +77,12 @@ pub trait Operator: Send {
     }
 
     /// Processes one batch from input `input` (0 for single-input operators).
-    async fn process_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Output)
-    -> Result<()>;
+    async fn process_batch(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()>;
 
     /// Called when the combined watermark of all inputs advances. The default forwards it.
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {

@@ -14,8 +14,11 @@ pub type TaskRef = (usize, usize);
 /// A forward edge connects subtask `s` to subtask `s` only; every other edge is
 /// all-to-all.
 pub fn upstream_tasks(graph: &JobGraph) -> Vec<Vec<Vec<TaskRef>>> {
-    let mut up: Vec<Vec<Vec<TaskRef>>> =
-        graph.vertices.iter().map(|v| vec![Vec::new(); v.parallelism]).collect();
+    let mut up: Vec<Vec<Vec<TaskRef>>> = graph
+        .vertices
+        .iter()
+        .map(|v| vec![Vec::new(); v.parallelism])
+        .collect();
     for e in &graph.edges {
         let from_p = graph.vertices[e.from].parallelism;
         for (s, list) in up[e.to].iter_mut().enumerate() {
@@ -61,9 +64,13 @@ pub fn plan_trigger(upstream: &[Vec<Vec<TaskRef>>], closed: &[Vec<bool>]) -> Tri
 /// subtasks, following the distribution the operator recorded.
 pub fn redistribute(states: &[OperatorState], parallelism: usize) -> Vec<OperatorState> {
     let distribution = states.first().map(|s| s.distribution).unwrap_or_default();
-    let items: Vec<_> = states.iter().flat_map(|s| s.items.iter().cloned()).collect();
-    let mut out: Vec<OperatorState> =
-        (0..parallelism).map(|_| OperatorState::new(distribution, Vec::new())).collect();
+    let items: Vec<_> = states
+        .iter()
+        .flat_map(|s| s.items.iter().cloned())
+        .collect();
+    let mut out: Vec<OperatorState> = (0..parallelism)
+        .map(|_| OperatorState::new(distribution, Vec::new()))
+        .collect();
     match distribution {
         StateDistribution::RoundRobin => {
             for (k, item) in items.into_iter().enumerate() {
@@ -89,7 +96,8 @@ pub fn check_restore(graph: &JobGraph, meta: &CheckpointMetadata) -> Result<()> 
         }
     }
     let finished = |idx: usize| {
-        meta.vertex(&graph.vertices[idx].uid).is_some_and(|v| v.fully_finished())
+        meta.vertex(&graph.vertices[idx].uid)
+            .is_some_and(|v| v.fully_finished())
     };
     for e in &graph.edges {
         if !finished(e.from) && finished(e.to) {
@@ -111,7 +119,13 @@ mod tests {
     #[test]
     fn all_running_triggers_sources_only() {
         // source(2) --hash--> agg(2) --forward--> sink(2)
-        let g = graph_of(&[2, 2, 2], &[(0, 1, Partitioning::Hash(vec![0])), (1, 2, Partitioning::Forward)]);
+        let g = graph_of(
+            &[2, 2, 2],
+            &[
+                (0, 1, Partitioning::Hash(vec![0])),
+                (1, 2, Partitioning::Forward),
+            ],
+        );
         let up = upstream_tasks(&g);
         let closed = vec![vec![false; 2]; 3];
         let p = plan_trigger(&up, &closed);
@@ -121,7 +135,13 @@ mod tests {
 
     #[test]
     fn one_running_upstream_disqualifies_all_to_all_vertex() {
-        let g = graph_of(&[2, 2, 2], &[(0, 1, Partitioning::Hash(vec![0])), (1, 2, Partitioning::Forward)]);
+        let g = graph_of(
+            &[2, 2, 2],
+            &[
+                (0, 1, Partitioning::Hash(vec![0])),
+                (1, 2, Partitioning::Forward),
+            ],
+        );
         let up = upstream_tasks(&g);
         let closed = vec![vec![true, false], vec![false, false], vec![false, false]];
         let p = plan_trigger(&up, &closed);
@@ -142,12 +162,33 @@ mod tests {
     #[test]
     fn redistribution_follows_recorded_distribution() {
         let s = |d, n: i64| OperatorState::new(d, vec![serde_json::json!(n)]);
-        let rr = redistribute(&[s(StateDistribution::RoundRobin, 1), s(StateDistribution::RoundRobin, 2)], 3);
-        assert_eq!(rr.iter().map(|o| o.items.len()).collect::<Vec<_>>(), vec![1, 1, 0]);
-        let first = redistribute(&[s(StateDistribution::ToFirst, 1), s(StateDistribution::ToFirst, 2)], 2);
+        let rr = redistribute(
+            &[
+                s(StateDistribution::RoundRobin, 1),
+                s(StateDistribution::RoundRobin, 2),
+            ],
+            3,
+        );
+        assert_eq!(
+            rr.iter().map(|o| o.items.len()).collect::<Vec<_>>(),
+            vec![1, 1, 0]
+        );
+        let first = redistribute(
+            &[
+                s(StateDistribution::ToFirst, 1),
+                s(StateDistribution::ToFirst, 2),
+            ],
+            2,
+        );
         assert_eq!(first[0].items.len(), 2);
         assert!(first[1].items.is_empty());
-        let union = redistribute(&[s(StateDistribution::Union, 1), s(StateDistribution::Union, 2)], 2);
+        let union = redistribute(
+            &[
+                s(StateDistribution::Union, 1),
+                s(StateDistribution::Union, 2),
+            ],
+            2,
+        );
         assert_eq!(union[1].items.len(), 2);
     }
 }

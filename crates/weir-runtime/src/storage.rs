@@ -43,9 +43,15 @@ fn resolve(location: &str, create: bool) -> Result<(Arc<dyn ObjectStore>, Path)>
                     .with_url(location)
                     .build()
                     .map_err(|e| Error::config(format!("cannot use '{location}': {e}")))?;
-                Ok((Arc::new(store), Path::from(url.path().trim_start_matches('/'))))
+                Ok((
+                    Arc::new(store),
+                    Path::from(url.path().trim_start_matches('/')),
+                ))
             }
-            "memory" => Ok((memory_store(), Path::from(url.path().trim_start_matches('/')))),
+            "memory" => Ok((
+                memory_store(),
+                Path::from(url.path().trim_start_matches('/')),
+            )),
             other => Err(Error::config(format!(
                 "unsupported storage scheme '{other}://' in '{location}'; supported: a local path, file://, s3://, memory://"
             ))),
@@ -62,7 +68,10 @@ fn resolve(location: &str, create: bool) -> Result<(Arc<dyn ObjectStore>, Path)>
             Error::external(format!("cannot create folder '{}': {e}", abs.display()))
         })?;
     } else if !abs.exists() {
-        return Err(Error::input(format!("path '{}' does not exist", abs.display())));
+        return Err(Error::input(format!(
+            "path '{}' does not exist",
+            abs.display()
+        )));
     }
     let abs = abs.canonicalize()?;
     let store = object_store::local::LocalFileSystem::new();
@@ -75,7 +84,9 @@ fn resolve(location: &str, create: bool) -> Result<(Arc<dyn ObjectStore>, Path)>
 /// and its restore within one process.
 fn memory_store() -> Arc<dyn ObjectStore> {
     static STORE: std::sync::OnceLock<Arc<dyn ObjectStore>> = std::sync::OnceLock::new();
-    STORE.get_or_init(|| Arc::new(object_store::memory::InMemory::new())).clone()
+    STORE
+        .get_or_init(|| Arc::new(object_store::memory::InMemory::new()))
+        .clone()
 }
 
 /// Reads and writes the checkpoints of one job.
@@ -87,7 +98,10 @@ pub struct CheckpointStorage {
 
 impl CheckpointStorage {
     pub fn new(store: Arc<dyn ObjectStore>, base: &Path, job_id: JobId) -> Self {
-        Self { store, job_root: base.clone().join(job_id.to_string()) }
+        Self {
+            store,
+            job_root: base.clone().join(job_id.to_string()),
+        }
     }
 
     /// Where checkpoint `id` lives.
@@ -106,7 +120,12 @@ impl CheckpointStorage {
         snapshot: &TaskSnapshot,
     ) -> Result<String> {
         let bytes = serde_json::to_vec(snapshot)?;
-        self.store.put(&self.checkpoint_path(id).join(file), PutPayload::from(bytes)).await?;
+        self.store
+            .put(
+                &self.checkpoint_path(id).join(file),
+                PutPayload::from(bytes),
+            )
+            .await?;
         Ok(file.to_string())
     }
 
@@ -160,7 +179,11 @@ impl RestoredCheckpoint {
         let metadata: CheckpointMetadata = serde_json::from_slice(&bytes).map_err(|e| {
             Error::Checkpoint(format!("corrupt checkpoint metadata '{meta_path}': {e}"))
         })?;
-        Ok(Self { store, path, metadata })
+        Ok(Self {
+            store,
+            path,
+            metadata,
+        })
     }
 
     /// The most recently completed checkpoint or savepoint of any job under `dir`.
@@ -174,7 +197,9 @@ impl RestoredCheckpoint {
                 if !chk.filename().is_some_and(|f| f.starts_with("chk-")) {
                     continue;
                 }
-                let Ok(found) = Self::open_at(store.clone(), chk).await else { continue };
+                let Ok(found) = Self::open_at(store.clone(), chk).await else {
+                    continue;
+                };
                 let newer = best.as_ref().is_none_or(|b| {
                     (found.metadata.completed_at_ms, found.metadata.checkpoint_id)
                         > (b.metadata.completed_at_ms, b.metadata.checkpoint_id)
@@ -188,7 +213,12 @@ impl RestoredCheckpoint {
     }
 
     pub async fn read_task_state(&self, file: &str) -> Result<TaskSnapshot> {
-        let bytes = self.store.get(&self.path.clone().join(file)).await?.bytes().await?;
+        let bytes = self
+            .store
+            .get(&self.path.clone().join(file))
+            .await?
+            .bytes()
+            .await?;
         Ok(serde_json::from_slice(&bytes)?)
     }
 }

@@ -40,9 +40,18 @@ pub(crate) enum Control {
 /// From a task to the coordinator.
 #[derive(Debug)]
 pub(crate) enum TaskEvent {
-    Ack { task: TaskRef, id: CheckpointId, status: SubtaskStatus, state_file: String },
-    EndOfData { task: TaskRef },
-    Closed { task: TaskRef },
+    Ack {
+        task: TaskRef,
+        id: CheckpointId,
+        status: SubtaskStatus,
+        state_file: String,
+    },
+    EndOfData {
+        task: TaskRef,
+    },
+    Closed {
+        task: TaskRef,
+    },
 }
 
 pub(crate) struct InputChannel {
@@ -57,7 +66,14 @@ pub(crate) struct InputChannel {
 
 impl InputChannel {
     pub fn new(rx: Receiver<Message>, input: usize) -> Self {
-        Self { rx, input, blocked: false, ended: false, closed: false, watermark: i64::MIN }
+        Self {
+            rx,
+            input,
+            blocked: false,
+            ended: false,
+            closed: false,
+            watermark: i64::MIN,
+        }
     }
 }
 
@@ -121,9 +137,13 @@ impl Task {
         };
         if self.finished_on_restore {
             // FLIP-147: a fully finished operator is not run again after a restore.
-            self.output.broadcast(Message::EndOfData(StopMode::Drain)).await?;
+            self.output
+                .broadcast(Message::EndOfData(StopMode::Drain))
+                .await?;
             st.phase = Phase::Finished;
-            let _ = self.events.send(TaskEvent::EndOfData { task: self.task_ref });
+            let _ = self.events.send(TaskEvent::EndOfData {
+                task: self.task_ref,
+            });
         } else if let Some(source) = self.source.as_mut() {
             source.open().await?;
         }
@@ -146,12 +166,16 @@ impl Task {
                 Next::Wake => st.idle_until = None,
                 Next::Source(r) => match r? {
                     SourcePoll::Batch(batch) => {
-                        self.info.metrics.rows_in.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                        self.info
+                            .metrics
+                            .rows_in
+                            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
                         self.push(0, 0, vec![StreamItem::Batch(batch)]).await?;
                     }
                     SourcePoll::Idle(d) => st.idle_until = Some(Instant::now() + d),
                     SourcePoll::Finished => {
-                        self.push(0, 0, vec![StreamItem::Watermark(MAX_WATERMARK)]).await?;
+                        self.push(0, 0, vec![StreamItem::Watermark(MAX_WATERMARK)])
+                            .await?;
                         self.finish(&mut st, StopMode::Drain, true).await?;
                     }
                 },
@@ -215,11 +239,17 @@ impl Task {
             Message::Watermark(w) => {
                 let ch = &mut self.inputs[i];
                 ch.watermark = ch.watermark.max(w);
-                let combined =
-                    self.inputs.iter().filter(|c| !c.closed).map(|c| c.watermark).min().unwrap_or(w);
+                let combined = self
+                    .inputs
+                    .iter()
+                    .filter(|c| !c.closed)
+                    .map(|c| c.watermark)
+                    .min()
+                    .unwrap_or(w);
                 if combined > st.watermark && st.phase == Phase::Running {
                     st.watermark = combined;
-                    self.push(0, 0, vec![StreamItem::Watermark(combined)]).await?;
+                    self.push(0, 0, vec![StreamItem::Watermark(combined)])
+                        .await?;
                 }
             }
             Message::Barrier(barrier) => {
@@ -241,8 +271,11 @@ impl Task {
                     return Ok(());
                 }
                 let input = self.inputs[i].input;
-                let input_done =
-                    self.inputs.iter().filter(|c| c.input == input).all(|c| c.ended);
+                let input_done = self
+                    .inputs
+                    .iter()
+                    .filter(|c| c.input == input)
+                    .all(|c| c.ended);
                 if input_done && !st.inputs_ended[input] && mode == StopMode::Drain {
                     st.inputs_ended[input] = true;
                     if let Some(op) = self.operators.first_mut() {
@@ -267,7 +300,9 @@ impl Task {
     }
 
     async fn check_aligned(&mut self, st: &mut State) -> Result<()> {
-        let Some(barrier) = st.aligning else { return Ok(()) };
+        let Some(barrier) = st.aligning else {
+            return Ok(());
+        };
         if self.inputs.iter().all(|c| c.closed || c.blocked) {
             st.aligning = None;
             self.inputs.iter_mut().for_each(|c| c.blocked = false);
@@ -290,9 +325,13 @@ impl Task {
                 match item {
                     StreamItem::Batch(b) => {
                         if i == last && self.last_is_sink {
-                            self.info.metrics.rows_out.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                            self.info
+                                .metrics
+                                .rows_out
+                                .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
                         }
-                        op.process_batch(if i == start { input } else { 0 }, b, &mut out).await?
+                        op.process_batch(if i == start { input } else { 0 }, b, &mut out)
+                            .await?
                     }
                     StreamItem::Watermark(w) => op.process_watermark(w, &mut out).await?,
                 }
@@ -311,7 +350,9 @@ impl Task {
     async fn checkpoint(&mut self, st: &mut State, barrier: Barrier) -> Result<()> {
         for i in 0..self.operators.len() {
             let mut out = Output::default();
-            self.operators[i].prepare_snapshot_pre_barrier(barrier.id, &mut out).await?;
+            self.operators[i]
+                .prepare_snapshot_pre_barrier(barrier.id, &mut out)
+                .await?;
             self.push(i + 1, 0, out.items).await?;
         }
         let mut snapshot = TaskSnapshot::default();
@@ -324,10 +365,15 @@ impl Task {
         self.output.broadcast(Message::Barrier(barrier)).await?;
         let file = format!(
             "{}-{}.json",
-            self.info.vertex_uid.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+            self.info
+                .vertex_uid
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
             self.info.subtask
         );
-        let state_file = self.storage.write_task_state(barrier.id, &file, &snapshot).await?;
+        let state_file = self
+            .storage
+            .write_task_state(barrier.id, &file, &snapshot)
+            .await?;
         weir_common::failpoint("after-task-state");
         let status = match st.phase {
             Phase::Running => SubtaskStatus::Running,
@@ -336,7 +382,12 @@ impl Task {
         if st.phase == Phase::Finished && st.acked_after_finish.is_none() {
             st.acked_after_finish = Some(barrier.id);
         }
-        let _ = self.events.send(TaskEvent::Ack { task: self.task_ref, id: barrier.id, status, state_file });
+        let _ = self.events.send(TaskEvent::Ack {
+            task: self.task_ref,
+            id: barrier.id,
+            status,
+            state_file,
+        });
         Ok(())
     }
 
@@ -355,7 +406,9 @@ impl Task {
         }
         self.output.broadcast(Message::EndOfData(mode)).await?;
         st.phase = Phase::Finished;
-        let _ = self.events.send(TaskEvent::EndOfData { task: self.task_ref });
+        let _ = self.events.send(TaskEvent::EndOfData {
+            task: self.task_ref,
+        });
         if !self.checkpoints_after_finish {
             self.close(st).await?;
         }
@@ -371,7 +424,9 @@ impl Task {
         }
         self.output.broadcast(Message::EndOfPartition).await?;
         st.phase = Phase::Closed;
-        let _ = self.events.send(TaskEvent::Closed { task: self.task_ref });
+        let _ = self.events.send(TaskEvent::Closed {
+            task: self.task_ref,
+        });
         Ok(())
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod dialect;
+pub mod functions;
 pub mod parser;
 pub mod plan;
 pub mod planner;

@@ -43,17 +43,38 @@ pub enum ColumnOrComputed {
 #[derive(Debug, Clone)]
 pub enum WeirStatement {
     CreateTable(Box<CreateTable>),
-    CreateView { name: String, or_replace: bool, query: Box<Query>, sql: String },
-    DropTable { name: String, if_exists: bool },
-    DropView { name: String, if_exists: bool },
-    Insert { table: String, query: Box<Query> },
+    CreateView {
+        name: String,
+        or_replace: bool,
+        query: Box<Query>,
+        sql: String,
+    },
+    DropTable {
+        name: String,
+        if_exists: bool,
+    },
+    DropView {
+        name: String,
+        if_exists: bool,
+    },
+    Insert {
+        table: String,
+        query: Box<Query>,
+    },
     Select(Box<Query>),
-    Set { key: String, value: String },
+    Set {
+        key: String,
+        value: String,
+    },
     ShowSet,
-    Reset { key: Option<String> },
+    Reset {
+        key: Option<String>,
+    },
     ShowTables,
     ShowViews,
-    Describe { name: String },
+    Describe {
+        name: String,
+    },
     Explain(Box<WeirStatement>),
 }
 
@@ -71,7 +92,11 @@ fn word_is(tok: &Token, word: &str) -> bool {
 fn object_name(name: &ObjectName) -> String {
     name.0
         .iter()
-        .map(|p| p.as_ident().map(|i| i.value.clone()).unwrap_or_else(|| p.to_string()))
+        .map(|p| {
+            p.as_ident()
+                .map(|i| i.value.clone())
+                .unwrap_or_else(|| p.to_string())
+        })
         .collect::<Vec<_>>()
         .join(".")
 }
@@ -87,12 +112,21 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located>> {
         if start.token == Token::EOF {
             break;
         }
-        let location = SqlLocation { line: start.span.start.line, column: start.span.start.column };
+        let location = SqlLocation {
+            line: start.span.start.line,
+            column: start.span.start.column,
+        };
         let statement = parse_statement(&mut p, sql)?;
-        out.push(Located { statement, location });
+        out.push(Located {
+            statement,
+            location,
+        });
         let next = p.peek_token();
         if !p.consume_token(&Token::SemiColon) && next.token != Token::EOF {
-            return Err(p.expected::<()>("';' after the statement", next).unwrap_err().into());
+            return Err(p
+                .expected::<()>("';' after the statement", next)
+                .unwrap_err()
+                .into());
         }
     }
     Ok(out)
@@ -102,7 +136,8 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
     let tok = p.peek_token().token;
     if word_is(&tok, "CREATE") {
         let is_table = word_is(&p.peek_nth_token(1).token, "TABLE")
-            || (word_is(&p.peek_nth_token(1).token, "TEMPORARY") && word_is(&p.peek_nth_token(2).token, "TABLE"));
+            || (word_is(&p.peek_nth_token(1).token, "TEMPORARY")
+                && word_is(&p.peek_nth_token(2).token, "TABLE"));
         if is_table {
             let loc = p.peek_token().span.start;
             p.next_token();
@@ -110,7 +145,10 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             p.expect_keyword(Keyword::TABLE)?;
             return Ok(WeirStatement::CreateTable(Box::new(parse_create_table(
                 p,
-                SqlLocation { line: loc.line, column: loc.column },
+                SqlLocation {
+                    line: loc.line,
+                    column: loc.column,
+                },
             )?)));
         }
     }
@@ -131,7 +169,9 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
         if matches!(next, Token::SemiColon | Token::EOF) {
             return Ok(WeirStatement::Reset { key: None });
         }
-        return Ok(WeirStatement::Reset { key: Some(parse_key(p)?) });
+        return Ok(WeirStatement::Reset {
+            key: Some(parse_key(p)?),
+        });
     }
     if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "TABLES") {
         p.next_token();
@@ -146,7 +186,9 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
     if word_is(&tok, "DESCRIBE") || word_is(&tok, "DESC") {
         p.next_token();
         let name = p.parse_object_name(false)?;
-        return Ok(WeirStatement::Describe { name: object_name(&name) });
+        return Ok(WeirStatement::Describe {
+            name: object_name(&name),
+        });
     }
     if word_is(&tok, "EXPLAIN") {
         p.next_token();
@@ -189,9 +231,19 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                 )));
             }
             let text = statement_text(sql, start.line, start.column);
-            WeirStatement::CreateView { name: object_name(&v.name), or_replace: v.or_replace, query: v.query, sql: text }
+            WeirStatement::CreateView {
+                name: object_name(&v.name),
+                or_replace: v.or_replace,
+                query: v.query,
+                sql: text,
+            }
         }
-        Statement::Drop { object_type, if_exists, names, .. } => {
+        Statement::Drop {
+            object_type,
+            if_exists,
+            names,
+            ..
+        } => {
             let name = names.first().map(object_name).unwrap_or_default();
             match object_type {
                 sqlparser::ast::ObjectType::Table => WeirStatement::DropTable { name, if_exists },
@@ -205,7 +257,12 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             }
         }
         other => {
-            let kind = other.to_string().split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+            let kind = other
+                .to_string()
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
             return Err(ParserError::ParserError(format!(
                 "unsupported statement '{kind} …'; Weir runs CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT, SET, RESET, SHOW TABLES, DESCRIBE and EXPLAIN at Line: {}, Column: {}",
                 start.line, start.column
@@ -219,7 +276,11 @@ fn statement_text(sql: &str, line: u64, column: u64) -> String {
     let mut offset = 0;
     for (i, l) in sql.split_inclusive('\n').enumerate() {
         if i as u64 + 1 == line {
-            offset += l.char_indices().nth(column.saturating_sub(1) as usize).map(|(o, _)| o).unwrap_or(0);
+            offset += l
+                .char_indices()
+                .nth(column.saturating_sub(1) as usize)
+                .map(|(o, _)| o)
+                .unwrap_or(0);
             break;
         }
         offset += l.len();
@@ -274,17 +335,19 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
                 p.parse_identifier()?;
             }
             p.expect_keywords(&[Keyword::PRIMARY, Keyword::KEY])?;
-            table.primary_key =
-                p.parse_parenthesized_column_list(sqlparser::parser::IsOptional::Mandatory, false)?
-                    .into_iter()
-                    .map(|i| i.value)
-                    .collect();
+            table.primary_key = p
+                .parse_parenthesized_column_list(sqlparser::parser::IsOptional::Mandatory, false)?
+                .into_iter()
+                .map(|i| i.value)
+                .collect();
             let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
         } else {
             let name = p.parse_identifier()?.value;
             if p.parse_keyword(Keyword::AS) {
                 let expr = p.parse_expr()?;
-                table.columns.push(ColumnOrComputed::Computed { name, expr });
+                table
+                    .columns
+                    .push(ColumnOrComputed::Computed { name, expr });
             } else {
                 let mut pending_gt = 0;
                 let data_type = parse_type(p, &mut pending_gt)?;
@@ -308,7 +371,11 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
                         break;
                     }
                 }
-                table.columns.push(ColumnOrComputed::Column(ColumnSpec { name, data_type, nullable }));
+                table.columns.push(ColumnOrComputed::Column(ColumnSpec {
+                    name,
+                    data_type,
+                    nullable,
+                }));
             }
         }
         if !p.consume_token(&Token::Comma) {
@@ -355,14 +422,22 @@ mod tests {
         let sql = "CREATE TABLE bid (\n  auction BIGINT,\n  `dateTime` TIMESTAMP(3),\n  person ROW<id BIGINT, `name` VARCHAR, nested ROW<a INT>>,\n  ts AS `dateTime` + INTERVAL '1' SECOND,\n  WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND\n) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\nSET 'parallelism.default' = '2';";
         let stmts = parse_script(sql).unwrap();
         assert_eq!(stmts.len(), 2);
-        let WeirStatement::CreateTable(t) = &stmts[0].statement else { panic!() };
+        let WeirStatement::CreateTable(t) = &stmts[0].statement else {
+            panic!()
+        };
         assert_eq!(t.columns.len(), 4);
         assert_eq!(t.watermark.as_ref().unwrap().0, "dateTime");
         assert_eq!(t.options["number-of-rows"], "10");
-        let ColumnOrComputed::Column(c) = &t.columns[2] else { panic!() };
-        let DataType::Struct(fields) = &c.data_type else { panic!() };
+        let ColumnOrComputed::Column(c) = &t.columns[2] else {
+            panic!()
+        };
+        let DataType::Struct(fields) = &c.data_type else {
+            panic!()
+        };
         assert_eq!(fields.len(), 3);
-        assert!(matches!(&stmts[1].statement, WeirStatement::Set { key, value } if key == "parallelism.default" && value == "2"));
+        assert!(
+            matches!(&stmts[1].statement, WeirStatement::Set { key, value } if key == "parallelism.default" && value == "2")
+        );
         assert_eq!(stmts[1].location, SqlLocation { line: 7, column: 1 });
     }
 
@@ -370,7 +445,9 @@ mod tests {
     fn errors_name_line_and_column() {
         let err = parse_script("SELECT 1;\nSELECT a FROM WHERE;").unwrap_err();
         match err {
-            Error::Sql { location: Some(l), .. } => assert_eq!(l.line, 2),
+            Error::Sql {
+                location: Some(l), ..
+            } => assert_eq!(l.line, 2),
             other => panic!("{other:?}"),
         }
     }

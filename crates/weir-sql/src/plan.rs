@@ -14,7 +14,10 @@ pub enum CalcStep {
     /// Keep rows where the predicate is true.
     Filter(PhysicalExprRef),
     /// Compute new columns.
-    Project { exprs: Vec<PhysicalExprRef>, schema: SchemaRef },
+    Project {
+        exprs: Vec<PhysicalExprRef>,
+        schema: SchemaRef,
+    },
 }
 
 /// A node of a [`StreamPlan`]; inputs refer to earlier nodes.
@@ -29,9 +32,16 @@ pub enum PlanNode {
         watermark: Option<PhysicalExprRef>,
     },
     /// Filters and projections, fused.
-    Calc { input: usize, steps: Vec<CalcStep>, schema: SchemaRef },
+    Calc {
+        input: usize,
+        steps: Vec<CalcStep>,
+        schema: SchemaRef,
+    },
     /// Union of inputs with the same schema.
-    Union { inputs: Vec<usize>, schema: SchemaRef },
+    Union {
+        inputs: Vec<usize>,
+        schema: SchemaRef,
+    },
     /// Write into a table (`INSERT INTO`).
     Sink { input: usize, table: Arc<TableDef> },
     /// Show the rows to the user (a bare `SELECT`).
@@ -57,7 +67,11 @@ impl fmt::Display for CalcStep {
                     .map(|(e, field)| {
                         let text = e.to_string();
                         let bare = text.split('@').next().unwrap_or_default();
-                        if bare == field.name() { field.name().clone() } else { format!("{text} AS {}", field.name()) }
+                        if bare == field.name() {
+                            field.name().clone()
+                        } else {
+                            format!("{text} AS {}", field.name())
+                        }
                     })
                     .collect();
                 write!(f, "select {}", items.join(", "))

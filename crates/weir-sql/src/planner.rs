@@ -64,14 +64,34 @@ impl Default for Planner {
 }
 
 fn plan_error(e: datafusion::error::DataFusionError) -> Error {
-    // DataFusion's planning errors are about what the user wrote.
-    let text = e.to_string();
-    let text = text.strip_prefix("Error during planning: ").unwrap_or(&text).to_string();
-    match e {
-        datafusion::error::DataFusionError::Plan(_)
-        | datafusion::error::DataFusionError::SchemaError(..)
-        | datafusion::error::DataFusionError::NotImplemented(_) => Error::Plan(text),
-        other => Error::DataFusion(other),
+    use datafusion::error::DataFusionError as DF;
+    // DataFusion attaches a diagnostic with the span of the offending SQL.
+    let location = e
+        .diagnostic()
+        .and_then(|d| d.span)
+        .filter(|s| s.start.line > 0)
+        .map(|s| weir_common::SqlLocation {
+            line: s.start.line,
+            column: s.start.column,
+        });
+    let root = e.find_root();
+    let user_error = matches!(
+        root,
+        DF::Plan(_) | DF::SchemaError(..) | DF::NotImplemented(_)
+    );
+    let text = root.to_string();
+    let text = text
+        .strip_prefix("Error during planning: ")
+        .or_else(|| text.strip_prefix("This feature is not implemented: "))
+        .unwrap_or(&text)
+        .to_string();
+    match (user_error, location) {
+        (true, Some(_)) => Error::Sql {
+            message: text,
+            location,
+        },
+        (true, None) => Error::Plan(text),
+        (false, _) => Error::DataFusion(e),
     }
 }
 
@@ -79,7 +99,10 @@ impl Planner {
     pub fn new() -> Self {
         let mut config = SessionConfig::new();
         config.options_mut().sql_parser.enable_ident_normalization = false;
-        Self { ctx: SessionContext::new_with_config(config), catalog: Catalog::default() }
+        Self {
+            ctx: SessionContext::new_with_config(config),
+            catalog: Catalog::default(),
+        }
     }
 
     /// The DataFusion session (to register functions).
@@ -88,20 +111,29 @@ impl Planner {
     }
 
     fn register(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
-        self.ctx.register_table(TableReference::bare(name.to_string()), provider)?;
+        self.ctx
+            .register_table(TableReference::bare(name.to_string()), provider)?;
         Ok(())
     }
 
     fn deregister(&self, name: &str) {
-        let _ = self.ctx.deregister_table(TableReference::bare(name.to_string()));
+        let _ = self
+            .ctx
+            .deregister_table(TableReference::bare(name.to_string()));
     }
 
     /// Plans a query to an unoptimized logical plan.
     async fn logical(&self, query: &Query) -> Result<LogicalPlan> {
-        let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(Box::new(
-            query.clone(),
-        ))));
-        self.ctx.state().statement_to_plan(stmt).await.map_err(plan_error)
+        let mut query = query.clone();
+        crate::functions::rewrite(&mut query);
+        let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(
+            Box::new(query),
+        )));
+        self.ctx
+            .state()
+            .statement_to_plan(stmt)
+            .await
+            .map_err(plan_error)
     }
 
     async fn logical_of_text(&self, sql: &str) -> Result<LogicalPlan> {
@@ -118,18 +150,26 @@ impl Planner {
             if ct.if_not_exists {
                 return Ok(None);
             }
-            return Err(Error::sql(format!("table or view '{}' already exists", ct.name), Some(ct.location)));
+            return Err(Error::sql(
+                format!("table or view '{}' already exists", ct.name),
+                Some(ct.location),
+            ));
         }
         let physical: Vec<Field> = ct
             .columns
             .iter()
             .filter_map(|c| match c {
-                ColumnOrComputed::Column(c) => Some(Field::new(&c.name, c.data_type.clone(), c.nullable)),
+                ColumnOrComputed::Column(c) => {
+                    Some(Field::new(&c.name, c.data_type.clone(), c.nullable))
+                }
                 ColumnOrComputed::Computed { .. } => None,
             })
             .collect();
         let physical_schema = Arc::new(Schema::new(physical));
-        let has_computed = ct.columns.iter().any(|c| matches!(c, ColumnOrComputed::Computed { .. }));
+        let has_computed = ct
+            .columns
+            .iter()
+            .any(|c| matches!(c, ColumnOrComputed::Computed { .. }));
         let (schema, computed) = if has_computed {
             let items: Vec<String> = ct
                 .columns
@@ -139,16 +179,32 @@ impl Planner {
                     ColumnOrComputed::Computed { name, expr } => format!("({expr}) AS `{name}`"),
                 })
                 .collect();
-            self.register(PHYSICAL, Arc::new(StreamTableProvider { schema: physical_schema.clone(), table: None }))?;
-            let plan = self.logical_of_text(&format!("SELECT {} FROM `{PHYSICAL}`", items.join(", "))).await;
+            self.register(
+                PHYSICAL,
+                Arc::new(StreamTableProvider {
+                    schema: physical_schema.clone(),
+                    table: None,
+                }),
+            )?;
+            let plan = self
+                .logical_of_text(&format!("SELECT {} FROM `{PHYSICAL}`", items.join(", ")))
+                .await;
             self.deregister(PHYSICAL);
             let plan = plan.map_err(|e| {
-                Error::sql(format!("in a computed column of table '{}': {e}", ct.name), Some(ct.location))
+                Error::sql(
+                    format!("in a computed column of table '{}': {e}", ct.name),
+                    Some(ct.location),
+                )
             })?;
             let LogicalPlan::Projection(p) = &plan else {
-                return Err(Error::internal("computed columns did not plan to a projection"));
+                return Err(Error::internal(
+                    "computed columns did not plan to a projection",
+                ));
             };
-            (Arc::new(plan.schema().as_arrow().clone()), Some(p.expr.clone()))
+            (
+                Arc::new(plan.schema().as_arrow().clone()),
+                Some(p.expr.clone()),
+            )
         } else {
             (physical_schema.clone(), None)
         };
@@ -158,7 +214,10 @@ impl Planner {
             Some((column, expr)) => {
                 let field = schema.field_with_name(column).map_err(|_| {
                     Error::sql(
-                        format!("WATERMARK FOR '{column}': table '{}' has no such column", ct.name),
+                        format!(
+                            "WATERMARK FOR '{column}': table '{}' has no such column",
+                            ct.name
+                        ),
                         Some(ct.location),
                     )
                 })?;
@@ -171,11 +230,22 @@ impl Planner {
                         Some(ct.location),
                     ));
                 }
-                self.register(FULL, Arc::new(StreamTableProvider { schema: schema.clone(), table: None }))?;
-                let plan = self.logical_of_text(&format!("SELECT {expr} FROM `{FULL}`")).await;
+                self.register(
+                    FULL,
+                    Arc::new(StreamTableProvider {
+                        schema: schema.clone(),
+                        table: None,
+                    }),
+                )?;
+                let plan = self
+                    .logical_of_text(&format!("SELECT {expr} FROM `{FULL}`"))
+                    .await;
                 self.deregister(FULL);
                 let plan = plan.map_err(|e| {
-                    Error::sql(format!("in the WATERMARK of table '{}': {e}", ct.name), Some(ct.location))
+                    Error::sql(
+                        format!("in the WATERMARK of table '{}': {e}", ct.name),
+                        Some(ct.location),
+                    )
                 })?;
                 let LogicalPlan::Projection(p) = &plan else {
                     return Err(Error::internal("watermark did not plan to a projection"));
@@ -183,7 +253,10 @@ impl Planner {
                 let out = plan.schema().field(0).data_type();
                 if !matches!(out, DataType::Timestamp(..)) {
                     return Err(Error::sql(
-                        format!("the WATERMARK expression of table '{}' must return a timestamp, not {out}", ct.name),
+                        format!(
+                            "the WATERMARK expression of table '{}' must return a timestamp, not {out}",
+                            ct.name
+                        ),
                         Some(ct.location),
                     ));
                 }
@@ -204,9 +277,16 @@ impl Planner {
             options
                 .remove(key)
                 .map(|v| {
-                    v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        Error::config(format!("table '{}': '{key}' must be a positive integer, got '{v}'", ct.name))
-                    })
+                    v.trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            Error::config(format!(
+                                "table '{}': '{key}' must be a positive integer, got '{v}'",
+                                ct.name
+                            ))
+                        })
                 })
                 .transpose()
         };
@@ -224,21 +304,50 @@ impl Planner {
             scan_parallelism,
             sink_parallelism,
         });
-        self.register(&ct.name, Arc::new(StreamTableProvider { schema, table: Some(def.clone()) }))?;
+        self.register(
+            &ct.name,
+            Arc::new(StreamTableProvider {
+                schema,
+                table: Some(def.clone()),
+            }),
+        )?;
         self.catalog.tables.insert(ct.name.clone(), def.clone());
         Ok(Some(def))
     }
 
     /// `CREATE [OR REPLACE] VIEW`.
-    pub async fn create_view(&mut self, name: &str, or_replace: bool, query: &Query, sql: &str) -> Result<()> {
-        if self.catalog.tables.contains_key(name) || (self.catalog.views.contains_key(name) && !or_replace) {
-            return Err(Error::plan(format!("table or view '{name}' already exists")));
+    pub async fn create_view(
+        &mut self,
+        name: &str,
+        or_replace: bool,
+        query: &Query,
+        sql: &str,
+    ) -> Result<()> {
+        if self.catalog.tables.contains_key(name)
+            || (self.catalog.views.contains_key(name) && !or_replace)
+        {
+            return Err(Error::plan(format!(
+                "table or view '{name}' already exists"
+            )));
         }
         let plan = self.logical(query).await?;
         let schema = Arc::new(plan.schema().as_arrow().clone());
         self.deregister(name);
-        self.register(name, Arc::new(datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()))))?;
-        self.catalog.views.insert(name.to_string(), ViewDef { name: name.to_string(), sql: sql.to_string(), schema });
+        self.register(
+            name,
+            Arc::new(datafusion::catalog::view::ViewTable::new(
+                plan,
+                Some(sql.to_string()),
+            )),
+        )?;
+        self.catalog.views.insert(
+            name.to_string(),
+            ViewDef {
+                name: name.to_string(),
+                sql: sql.to_string(),
+                schema,
+            },
+        );
         Ok(())
     }
 
@@ -267,7 +376,10 @@ impl Planner {
     /// `SELECT …` shown to the user.
     pub async fn plan_select(&self, query: &Query) -> Result<StreamPlan> {
         let logical = self.optimized(query).await?;
-        let mut plan = StreamPlan { logical_plan: logical.display_indent().to_string(), ..Default::default() };
+        let mut plan = StreamPlan {
+            logical_plan: logical.display_indent().to_string(),
+            ..Default::default()
+        };
         let input = self.translate_into_node(&logical, &mut plan.nodes)?;
         let schema = Arc::new(logical.schema().as_arrow().clone());
         plan.nodes.push(PlanNode::Collect { input, schema });
@@ -278,10 +390,16 @@ impl Planner {
     pub async fn plan_insert(&self, table: &str, query: &Query) -> Result<StreamPlan> {
         let def = self.catalog.tables.get(table).cloned().ok_or_else(|| {
             let known: Vec<_> = self.catalog.tables.keys().cloned().collect();
-            Error::plan(format!("INSERT INTO '{table}': no such table (tables: {})", known.join(", ")))
+            Error::plan(format!(
+                "INSERT INTO '{table}': no such table (tables: {})",
+                known.join(", ")
+            ))
         })?;
         let logical = self.optimized(query).await?;
-        let mut plan = StreamPlan { logical_plan: logical.display_indent().to_string(), ..Default::default() };
+        let mut plan = StreamPlan {
+            logical_plan: logical.display_indent().to_string(),
+            ..Default::default()
+        };
         let (node, mut steps) = self.translate(&logical, &mut plan.nodes)?;
         // Cast to the sink's physical columns, by position.
         let out = logical.schema().as_arrow().clone();
@@ -291,7 +409,11 @@ impl Planner {
                 "INSERT INTO '{table}': the query returns {} columns, the table has {} ({})",
                 out.fields().len(),
                 sink.fields().len(),
-                sink.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+                sink.fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         let mut exprs: Vec<PhysicalExprRef> = Vec::new();
@@ -313,9 +435,15 @@ impl Planner {
             }
         }
         let sink_schema = Arc::new(Schema::new(
-            sink.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+            sink.fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
         ));
-        steps.push(CalcStep::Project { exprs, schema: sink_schema.clone() });
+        steps.push(CalcStep::Project {
+            exprs,
+            schema: sink_schema.clone(),
+        });
         let input = materialize(node, steps, sink_schema, &mut plan.nodes);
         plan.nodes.push(PlanNode::Sink { input, table: def });
         Ok(plan)
@@ -323,15 +451,26 @@ impl Planner {
 
     fn translate_into_node(&self, plan: &LogicalPlan, nodes: &mut Vec<PlanNode>) -> Result<usize> {
         let (node, steps) = self.translate(plan, nodes)?;
-        Ok(materialize(node, steps, Arc::new(plan.schema().as_arrow().clone()), nodes))
+        Ok(materialize(
+            node,
+            steps,
+            Arc::new(plan.schema().as_arrow().clone()),
+            nodes,
+        ))
     }
 
     /// Translates `plan`; returns the node that produces its input and the stateless steps
     /// still to apply on top of it (they are fused into one `Calc`).
-    fn translate(&self, plan: &LogicalPlan, nodes: &mut Vec<PlanNode>) -> Result<(usize, Vec<CalcStep>)> {
+    fn translate(
+        &self,
+        plan: &LogicalPlan,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
         let state = self.ctx.state();
         let physical = |e: &Expr, schema: &DFSchema| -> Result<PhysicalExprRef> {
-            state.create_physical_expr(e.clone(), schema).map_err(plan_error)
+            state
+                .create_physical_expr(e.clone(), schema)
+                .map_err(plan_error)
         };
         match plan {
             LogicalPlan::TableScan(scan) => {
@@ -339,7 +478,12 @@ impl Planner {
                 let table = provider
                     .downcast_ref::<StreamTableProvider>()
                     .and_then(|p| p.table.clone())
-                    .ok_or_else(|| Error::plan(format!("'{}' cannot be read in streaming mode", scan.table_name)))?;
+                    .ok_or_else(|| {
+                        Error::plan(format!(
+                            "'{}' cannot be read in streaming mode",
+                            scan.table_name
+                        ))
+                    })?;
                 if scan.fetch.is_some() {
                     return Err(Error::plan("LIMIT is not supported in streaming mode yet"));
                 }
@@ -349,8 +493,14 @@ impl Planner {
                 let computed = match &table.computed {
                     None => None,
                     Some(exprs) => {
-                        let schema = DFSchema::try_from_qualified_schema(PHYSICAL, &table.physical_schema)?;
-                        Some(exprs.iter().map(|e| physical(e, &schema)).collect::<Result<Vec<_>>>()?)
+                        let schema =
+                            DFSchema::try_from_qualified_schema(PHYSICAL, &table.physical_schema)?;
+                        Some(
+                            exprs
+                                .iter()
+                                .map(|e| physical(e, &schema))
+                                .collect::<Result<Vec<_>>>()?,
+                        )
                     }
                 };
                 let watermark = match &table.watermark {
@@ -360,7 +510,11 @@ impl Planner {
                         Some(physical(e, &schema)?)
                     }
                 };
-                nodes.push(PlanNode::Scan { table: table.clone(), computed, watermark });
+                nodes.push(PlanNode::Scan {
+                    table: table.clone(),
+                    computed,
+                    watermark,
+                });
                 let mut steps = Vec::new();
                 if let Some(projection) = &scan.projection {
                     let identity = projection.len() == table.schema.fields().len()
@@ -368,7 +522,10 @@ impl Planner {
                     if !identity {
                         let exprs = projection
                             .iter()
-                            .map(|&i| Arc::new(Column::new(table.schema.field(i).name(), i)) as PhysicalExprRef)
+                            .map(|&i| {
+                                Arc::new(Column::new(table.schema.field(i).name(), i))
+                                    as PhysicalExprRef
+                            })
                             .collect();
                         let schema = Arc::new(table.schema.project(projection)?);
                         steps.push(CalcStep::Project { exprs, schema });
@@ -378,8 +535,15 @@ impl Planner {
             }
             LogicalPlan::Projection(p) => {
                 let (node, mut steps) = self.translate(&p.input, nodes)?;
-                let exprs = p.expr.iter().map(|e| physical(e, p.input.schema())).collect::<Result<Vec<_>>>()?;
-                steps.push(CalcStep::Project { exprs, schema: Arc::new(p.schema.as_arrow().clone()) });
+                let exprs = p
+                    .expr
+                    .iter()
+                    .map(|e| physical(e, p.input.schema()))
+                    .collect::<Result<Vec<_>>>()?;
+                steps.push(CalcStep::Project {
+                    exprs,
+                    schema: Arc::new(p.schema.as_arrow().clone()),
+                });
                 Ok((node, steps))
             }
             LogicalPlan::Filter(f) => {
@@ -394,7 +558,10 @@ impl Planner {
                     .iter()
                     .map(|i| self.translate_into_node(i, nodes))
                     .collect::<Result<Vec<_>>>()?;
-                nodes.push(PlanNode::Union { inputs, schema: Arc::new(u.schema.as_arrow().clone()) });
+                nodes.push(PlanNode::Union {
+                    inputs,
+                    schema: Arc::new(u.schema.as_arrow().clone()),
+                });
                 Ok((nodes.len() - 1, Vec::new()))
             }
             other => {
@@ -409,10 +576,19 @@ impl Planner {
 }
 
 /// Turns pending steps into a `Calc` node (if there are any).
-fn materialize(node: usize, steps: Vec<CalcStep>, schema: SchemaRef, nodes: &mut Vec<PlanNode>) -> usize {
+fn materialize(
+    node: usize,
+    steps: Vec<CalcStep>,
+    schema: SchemaRef,
+    nodes: &mut Vec<PlanNode>,
+) -> usize {
     if steps.is_empty() {
         return node;
     }
-    nodes.push(PlanNode::Calc { input: node, steps, schema });
+    nodes.push(PlanNode::Calc {
+        input: node,
+        steps,
+        schema,
+    });
     nodes.len() - 1
 }

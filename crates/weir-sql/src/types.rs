@@ -53,7 +53,9 @@ pub fn parse_type(p: &mut Parser, pending_gt: &mut usize) -> Result<DataType, Pa
         }
         return Ok(DataType::Struct(Fields::from(fields)));
     }
-    if (word_is(&tok, "ARRAY") || word_is(&tok, "MULTISET")) && p.peek_nth_token(1).token == Token::Lt {
+    if (word_is(&tok, "ARRAY") || word_is(&tok, "MULTISET"))
+        && p.peek_nth_token(1).token == Token::Lt
+    {
         p.next_token();
         p.next_token();
         let inner = parse_type(p, pending_gt)?;
@@ -69,7 +71,10 @@ pub fn parse_type(p: &mut Parser, pending_gt: &mut usize) -> Result<DataType, Pa
         close_angle(p, pending_gt)?;
         let entries = Field::new(
             "entries",
-            DataType::Struct(Fields::from(vec![Field::new("key", key, false), Field::new("value", value, true)])),
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", key, false),
+                Field::new("value", value, true),
+            ])),
             false,
         );
         return Ok(DataType::Map(Arc::new(entries), false));
@@ -100,7 +105,10 @@ pub fn parse_type(p: &mut Parser, pending_gt: &mut usize) -> Result<DataType, Pa
     let start = p.peek_token();
     let sql_type = p.parse_data_type()?;
     convert(&sql_type).map_err(|msg| {
-        ParserError::ParserError(format!("{msg} at Line: {}, Column: {}", start.span.start.line, start.span.start.column))
+        ParserError::ParserError(format!(
+            "{msg} at Line: {}, Column: {}",
+            start.span.start.line, start.span.start.column
+        ))
     })
 }
 
@@ -110,7 +118,9 @@ fn parse_precision(p: &mut Parser) -> Result<Option<u64>, ParserError> {
         let Token::Number(n, _) = &tok.token else {
             return p.expected("a precision", tok);
         };
-        let n = n.parse::<u64>().map_err(|e| ParserError::ParserError(e.to_string()))?;
+        let n = n
+            .parse::<u64>()
+            .map_err(|e| ParserError::ParserError(e.to_string()))?;
         p.expect_token(&Token::RParen)?;
         Ok(Some(n))
     } else {
@@ -146,8 +156,14 @@ pub fn convert(t: &SqlType) -> Result<DataType, String> {
         S::Float(ExactNumberInfo::Precision(p)) if *p > 24 => DataType::Float64,
         S::Float(_) | S::Real | S::Float4 | S::Float32 => DataType::Float32,
         S::Double(_) | S::DoublePrecision | S::Float8 | S::Float64 => DataType::Float64,
-        S::Char(_) | S::Character(_) | S::Varchar(_) | S::CharVarying(_) | S::CharacterVarying(_)
-        | S::Nvarchar(_) | S::Text | S::String(_) => DataType::Utf8,
+        S::Char(_)
+        | S::Character(_)
+        | S::Varchar(_)
+        | S::CharVarying(_)
+        | S::CharacterVarying(_)
+        | S::Nvarchar(_)
+        | S::Text
+        | S::String(_) => DataType::Utf8,
         S::Binary(_) | S::Varbinary(_) | S::Bytea | S::Blob(_) | S::Bytes(_) => DataType::Binary,
         S::Decimal(info) | S::Numeric(info) | S::Dec(info) => {
             let (p, s) = match info {
@@ -156,7 +172,9 @@ pub fn convert(t: &SqlType) -> Result<DataType, String> {
                 ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s),
             };
             if p == 0 || p > 38 {
-                return Err(format!("DECIMAL precision must be between 1 and 38, got {p}"));
+                return Err(format!(
+                    "DECIMAL precision must be between 1 and 38, got {p}"
+                ));
             }
             DataType::Decimal128(p as u8, s as i8)
         }
@@ -188,11 +206,19 @@ pub fn sql_name(dt: &DataType) -> String {
                 TimeUnit::Microsecond => 6,
                 TimeUnit::Nanosecond => 9,
             };
-            if tz.is_some() { format!("TIMESTAMP_LTZ({p})") } else { format!("TIMESTAMP({p})") }
+            if tz.is_some() {
+                format!("TIMESTAMP_LTZ({p})")
+            } else {
+                format!("TIMESTAMP({p})")
+            }
         }
         DataType::Struct(fields) => format!(
             "ROW<{}>",
-            fields.iter().map(|f| format!("`{}` {}", f.name(), sql_name(f.data_type()))).collect::<Vec<_>>().join(", ")
+            fields
+                .iter()
+                .map(|f| format!("`{}` {}", f.name(), sql_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         DataType::List(f) => format!("ARRAY<{}>", sql_name(f.data_type())),
         other => other.to_string(),

@@ -97,7 +97,13 @@ fn conform(name: &str, batch: &RecordBatch, schema: &SchemaRef) -> Result<Record
             Error::input(format!(
                 "file '{name}' has no column '{}' (it has: {})",
                 field.name(),
-                batch.schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+                batch
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
         })?;
         let col = batch.column(idx);
@@ -133,8 +139,13 @@ impl PartEncoder {
     pub fn new(format: Format, schema: &SchemaRef) -> Result<Self> {
         Ok(match format {
             Format::Parquet => {
-                let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
-                PartEncoder::Parquet(ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props)).map_err(parquet_error)?)
+                let props = WriterProperties::builder()
+                    .set_compression(Compression::SNAPPY)
+                    .build();
+                PartEncoder::Parquet(
+                    ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))
+                        .map_err(parquet_error)?,
+                )
             }
             Format::Csv { delimiter, header } => PartEncoder::Csv(
                 arrow::csv::WriterBuilder::new()

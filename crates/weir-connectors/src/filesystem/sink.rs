@@ -42,26 +42,51 @@ impl FileSink {
         options.check_known("filesystem", super::SINK_OPTIONS)?;
         let format = Format::from_options(options)?;
         let location = options.required("path")?.to_string();
-        let file_size = options.get_memory_size("sink.rolling-policy.file-size")?.unwrap_or(128 << 20);
+        let file_size = options
+            .get_memory_size("sink.rolling-policy.file-size")?
+            .unwrap_or(128 << 20);
         let rollover = options
             .get_duration("sink.rolling-policy.rollover-interval")?
             .unwrap_or(Duration::from_secs(30 * 60));
         options.get_duration("sink.rolling-policy.check-interval")?;
         let (store, root) = resolve_location(&location).map_err(|e| {
-            Error::config(format!("table '{}': cannot write to '{location}': {e}", options.table))
+            Error::config(format!(
+                "table '{}': cannot write to '{location}': {e}",
+                options.table
+            ))
         })?;
-        let probe = root.clone().join(format!(".weir-probe-{}", uuid::Uuid::new_v4().simple()));
-        store.put(&probe, PutPayload::from_static(b"probe")).await.map_err(|e| {
-            Error::config(format!("table '{}': path '{location}' is not writable: {e}", options.table))
-        })?;
+        let probe = root
+            .clone()
+            .join(format!(".weir-probe-{}", uuid::Uuid::new_v4().simple()));
+        store
+            .put(&probe, PutPayload::from_static(b"probe"))
+            .await
+            .map_err(|e| {
+                Error::config(format!(
+                    "table '{}': path '{location}' is not writable: {e}",
+                    options.table
+                ))
+            })?;
         let _ = store.delete(&probe).await;
-        Ok(Self { schema, format, store, root, location, file_size, rollover })
+        Ok(Self {
+            schema,
+            format,
+            store,
+            root,
+            location,
+            file_size,
+            rollover,
+        })
     }
 }
 
 impl TwoPhaseCommitSink for FileSink {
     fn name(&self) -> String {
-        format!("Sink: filesystem ({}, {})", self.location, self.format.extension())
+        format!(
+            "Sink: filesystem ({}, {})",
+            self.location,
+            self.format.extension()
+        )
     }
 
     fn create_writer(&self, task: &TaskInfo) -> Result<Box<dyn SinkWriter>> {
@@ -80,7 +105,10 @@ impl TwoPhaseCommitSink for FileSink {
     }
 
     fn committer(&self) -> Arc<dyn Committer> {
-        Arc::new(FileCommitter { store: self.store.clone(), root: self.root.clone() })
+        Arc::new(FileCommitter {
+            store: self.store.clone(),
+            root: self.root.clone(),
+        })
     }
 }
 
@@ -106,12 +134,19 @@ struct FileWriter {
 impl FileWriter {
     /// Closes the open part and uploads it as a pending object.
     async fn roll(&mut self) -> Result<()> {
-        let Some(part) = self.current.take() else { return Ok(()) };
+        let Some(part) = self.current.take() else {
+            return Ok(());
+        };
         if part.rows == 0 {
             return Ok(());
         }
         let bytes = part.encoder.finish()?;
-        let name = format!("{}{}.{}", self.prefix, self.counter, self.format.extension());
+        let name = format!(
+            "{}{}.{}",
+            self.prefix,
+            self.counter,
+            self.format.extension()
+        );
         self.counter += 1;
         let pending = self.root.clone().join(format!(".{name}.pending"));
         let size = bytes.len();
@@ -199,13 +234,20 @@ impl Committer for FileCommitter {
         let current = task.attempt.simple().to_string();
         let listing = self.store.list_with_delimiter(Some(&self.root)).await?;
         for obj in listing.objects {
-            let Some(name) = obj.location.filename() else { continue };
+            let Some(name) = obj.location.filename() else {
+                continue;
+            };
             let stale = name.starts_with(".part-")
                 && name.ends_with(".pending")
                 && !name.contains(&current)
-                && !recovered.iter().any(|c| field(c, "pending").ok() == Some(obj.location.as_ref()));
+                && !recovered
+                    .iter()
+                    .any(|c| field(c, "pending").ok() == Some(obj.location.as_ref()));
             if stale {
-                tracing::info!("removing uncommitted part '{}' of an earlier attempt", obj.location);
+                tracing::info!(
+                    "removing uncommitted part '{}' of an earlier attempt",
+                    obj.location
+                );
                 self.store.delete(&obj.location).await?;
             }
         }

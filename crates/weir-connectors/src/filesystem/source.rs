@@ -26,7 +26,11 @@ pub struct FileSourceFactory {
 
 fn is_hidden(path: &Path, root: &Path) -> bool {
     path.prefix_match(root)
-        .map(|parts| parts.into_iter().any(|p| p.as_ref().starts_with('.') || p.as_ref().starts_with('_')))
+        .map(|parts| {
+            parts
+                .into_iter()
+                .any(|p| p.as_ref().starts_with('.') || p.as_ref().starts_with('_'))
+        })
         .unwrap_or(false)
 }
 
@@ -65,7 +69,13 @@ impl FileSourceFactory {
                 options.table
             )));
         }
-        Ok(Self { schema, format, store, location, files })
+        Ok(Self {
+            schema,
+            format,
+            store,
+            location,
+            files,
+        })
     }
 }
 
@@ -78,7 +88,11 @@ struct FileSplit {
 
 impl SourceFactory for FileSourceFactory {
     fn name(&self) -> String {
-        format!("Source: filesystem ({}, {} files)", self.location, self.files.len())
+        format!(
+            "Source: filesystem ({}, {} files)",
+            self.location,
+            self.files.len()
+        )
     }
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
@@ -98,7 +112,10 @@ impl SourceFactory for FileSourceFactory {
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| i % task.parallelism == task.subtask)
-                .map(|(_, f)| FileSplit { file: f.to_string(), rows: 0 })
+                .map(|(_, f)| FileSplit {
+                    file: f.to_string(),
+                    rows: 0,
+                })
                 .collect(),
         };
         Ok(Box::new(FileSource {
@@ -132,8 +149,16 @@ impl Source for FileSource {
                 return Ok(SourcePoll::Finished);
             };
             let path = Path::from(split.file.as_str());
-            let read_error = |e: object_store::Error| Error::input(format!("cannot read '{}': {e}", split.file));
-            let bytes = self.store.get(&path).await.map_err(read_error)?.bytes().await.map_err(read_error)?;
+            let read_error =
+                |e: object_store::Error| Error::input(format!("cannot read '{}': {e}", split.file));
+            let bytes = self
+                .store
+                .get(&path)
+                .await
+                .map_err(read_error)?
+                .bytes()
+                .await
+                .map_err(read_error)?;
             let mut batches: VecDeque<RecordBatch> =
                 self.format.decode(&split.file, bytes, &self.schema)?.into();
             // Skip what an earlier attempt already emitted.
@@ -156,7 +181,11 @@ impl Source for FileSource {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let items = self.splits.iter().map(serde_json::to_value).collect::<Result<_, _>>()?;
+        let items = self
+            .splits
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
         Ok(OperatorState::new(StateDistribution::RoundRobin, items))
     }
 }

@@ -47,7 +47,12 @@ impl CalcOperator {
 
 #[async_trait]
 impl Operator for CalcOperator {
-    async fn process_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
         if let Some(b) = self.apply(batch)? {
             out.emit(b);
         }

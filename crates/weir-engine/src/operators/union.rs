@@ -12,8 +12,16 @@ struct UnionOperator {
 
 #[async_trait]
 impl Operator for UnionOperator {
-    async fn process_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
-        out.emit(RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())?);
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        out.emit(RecordBatch::try_new(
+            self.schema.clone(),
+            batch.columns().to_vec(),
+        )?);
         Ok(())
     }
 }
@@ -27,6 +35,8 @@ impl OperatorFactory for UnionOperatorFactory {
         "Union".into()
     }
     fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
-        Ok(Box::new(UnionOperator { schema: self.schema.clone() }))
+        Ok(Box::new(UnionOperator {
+            schema: self.schema.clone(),
+        }))
     }
 }

@@ -15,7 +15,12 @@ struct WatermarkAssigner {
 
 #[async_trait]
 impl Operator for WatermarkAssigner {
-    async fn process_batch(&mut self, _: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
         let values = self.expr.evaluate(&batch)?.into_array(batch.num_rows())?;
         let ms = arrow::compute::cast(&values, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
         let ms = arrow::compute::cast(&ms, &DataType::Int64)?;
@@ -49,6 +54,9 @@ impl OperatorFactory for WatermarkAssignerFactory {
         format!("WatermarkAssigner({})", self.expr)
     }
     fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
-        Ok(Box::new(WatermarkAssigner { expr: self.expr.clone(), current: i64::MIN }))
+        Ok(Box::new(WatermarkAssigner {
+            expr: self.expr.clone(),
+            current: i64::MIN,
+        }))
     }
 }

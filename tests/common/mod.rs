@@ -1,0 +1,110 @@
+//! Helpers: run the binary, fill script templates, read committed output.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+pub fn weir() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+    c.env_remove("WEIR_FAILPOINTS");
+    c
+}
+
+/// Replaces `${name}` in `template`.
+pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut s = template.to_string();
+    for (k, v) in vars {
+        s = s.replace(&format!("${{{k}}}"), v);
+    }
+    s
+}
+
+pub fn write_script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Runs `weir run` with `args` and returns its output, whatever the exit status.
+pub fn run(args: &[&str]) -> Output {
+    weir()
+        .arg("run")
+        .arg("--quiet")
+        .args(args)
+        .output()
+        .expect("run weir")
+}
+
+/// Runs `weir run` and asserts success.
+pub fn run_ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "weir {args:?} failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+pub fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Child {
+    weir()
+        .arg("run")
+        .arg("--quiet")
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn weir")
+}
+
+/// Lines of every committed (visible) file under `dir`, sorted. Hidden files (`.x`,
+/// `_x`) are pending or in progress and must be ignored by readers.
+pub fn committed_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return lines;
+    };
+    for e in entries {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with('.') || name.starts_with('_') || e.path().is_dir() {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+    }
+    lines.sort();
+    lines
+}
+
+/// True once a completed checkpoint exists under `dir`.
+pub fn has_checkpoint(dir: &Path) -> bool {
+    fn walk(p: &Path) -> bool {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return false;
+        };
+        rd.flatten().any(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                e.file_name() == "_metadata"
+            }
+        })
+    }
+    walk(dir)
+}
+
+/// A small deterministic random generator for kill times.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}

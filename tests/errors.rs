@@ -1,0 +1,115 @@
+//! Bad input gets a clear error naming what is wrong and where, and leaves no output.
+
+use crate::common::*;
+
+fn fails_with(sql: &str, needles: &[&str]) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = write_script(tmp.path(), "bad.sql", sql);
+    let out = run(&[s.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "expected failure for:\n{sql}");
+    for n in needles {
+        assert!(err.contains(n), "error message lacks '{n}':\n{err}");
+    }
+    assert!(!err.contains("panicked"), "panic reached the user:\n{err}");
+    err
+}
+
+#[test]
+fn syntax_error_names_line_and_column() {
+    fails_with(
+        "SET 'parallelism.default' = '1';\n\nSELECT a, FROM t;",
+        &["line 3, column", "found: FROM", "bad.sql"],
+    );
+}
+
+#[test]
+fn unknown_connector_lists_the_valid_ones() {
+    fails_with(
+        "CREATE TABLE t (a INT) WITH ('connector' = 'kafka2');",
+        &[
+            "unknown connector 'kafka2'",
+            "datagen, filesystem, print, blackhole",
+        ],
+    );
+}
+
+#[test]
+fn unknown_option_lists_the_valid_ones() {
+    fails_with(
+        "CREATE TABLE t (a INT) WITH ('connector' = 'datagen', 'rows-per-secnd' = '5');",
+        &["unknown option 'rows-per-secnd'", "rows-per-second"],
+    );
+}
+
+#[test]
+fn unknown_set_key_lists_known_keys() {
+    fails_with(
+        "SET 'execution.checkpoint.interval' = '1 s';",
+        &[
+            "unknown configuration key",
+            "execution.checkpointing.interval",
+        ],
+    );
+}
+
+#[test]
+fn unknown_column_is_a_sql_error() {
+    fails_with(
+        "CREATE TABLE t (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');\nSELECT b FROM t;",
+        &["line 2", "No field named b"],
+    );
+}
+
+#[test]
+fn missing_input_path_is_named() {
+    fails_with(
+        "CREATE TABLE t (a INT) WITH ('connector' = 'filesystem', 'path' = '/no/such/dir/in', 'format' = 'csv');\nSELECT * FROM t;",
+        &["/no/such/dir/in", "does not exist"],
+    );
+}
+
+#[test]
+fn insert_with_wrong_column_count_is_rejected() {
+    fails_with(
+        "CREATE TABLE s (a INT, b INT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');\n\
+         CREATE TABLE d (a INT) WITH ('connector' = 'blackhole');\nINSERT INTO d SELECT a, b FROM s;",
+        &["returns 2 columns, the table has 1"],
+    );
+}
+
+#[test]
+fn unwritable_sink_path_fails_before_any_data_moves() {
+    fails_with(
+        "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\
+         CREATE TABLE d (a INT) WITH ('connector' = 'filesystem', 'path' = '/dev/null/out', 'format' = 'csv');\n\
+         INSERT INTO d SELECT a FROM s;",
+        &["/dev/null/out"],
+    );
+}
+
+#[test]
+fn corrupt_input_file_fails_the_job_and_commits_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("a.json"), "{\"a\": 1}\n{\"a\": 2}\n").unwrap();
+    std::fs::write(
+        input.join("b.json"),
+        "{\"a\": 3}\n{\"a\": \"not a number\"}\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let sql = format!(
+        "CREATE TABLE s (a BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+         CREATE TABLE d (a BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+         INSERT INTO d SELECT a FROM s;",
+        input.display(),
+        out.display()
+    );
+    let err = fails_with(&sql, &["b.json"]);
+    assert!(
+        committed_lines(&out).is_empty(),
+        "partial output is visible after: {err}"
+    );
+}

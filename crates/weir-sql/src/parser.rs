@@ -438,12 +438,12 @@ mod tests {
         assert!(
             matches!(&stmts[1].statement, WeirStatement::Set { key, value } if key == "parallelism.default" && value == "2")
         );
-        assert_eq!(stmts[1].location, SqlLocation { line: 7, column: 1 });
+        assert_eq!(stmts[1].location, SqlLocation { line: 8, column: 1 });
     }
 
     #[test]
     fn errors_name_line_and_column() {
-        let err = parse_script("SELECT 1;\nSELECT a FROM WHERE;").unwrap_err();
+        let err = parse_script("SELECT 1;\nSELECT a FROM t WHERE;").unwrap_err();
         match err {
             Error::Sql {
                 location: Some(l), ..

@@ -87,6 +87,14 @@ fn main() {
     std::process::exit(code);
 }
 
+/// Peak resident memory of this process (Linux), in MiB.
+fn peak_rss_mb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
 fn print_table(header: &[String], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
@@ -220,12 +228,15 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let outcome = result?;
     if !quiet {
         eprintln!(
-            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints",
+            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}",
             outcome.job_id,
             started.elapsed().as_secs_f64(),
             metrics.rows_in(),
             metrics.rows_out(),
-            outcome.checkpoints_completed
+            outcome.checkpoints_completed,
+            peak_rss_mb()
+                .map(|mb| format!(", peak RSS {mb} MB"))
+                .unwrap_or_default()
         );
     }
     Ok(0)

@@ -4,5 +4,6 @@
 mod common;
 mod crash;
 mod errors;
+mod finishing;
 mod golden;
 mod sources;

@@ -110,6 +110,17 @@ impl OutputWriter {
         Ok(())
     }
 
+    /// Sends `EndOfPartition` to every downstream channel. A downstream task may already
+    /// have closed (it closes on the same checkpoint completion as this task), so a
+    /// channel without receiver is not an error here.
+    pub async fn end_of_partition(&mut self) {
+        for edge in &self.edges {
+            for ch in &edge.channels {
+                let _ = ch.send(Message::EndOfPartition).await;
+            }
+        }
+    }
+
     /// Sends a non-data message to every downstream channel.
     pub async fn broadcast(&mut self, msg: Message) -> Result<()> {
         for edge in &self.edges {

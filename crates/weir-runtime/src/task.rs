@@ -422,7 +422,7 @@ impl Task {
         if let Some(source) = self.source.as_mut() {
             source.close().await?;
         }
-        self.output.broadcast(Message::EndOfPartition).await?;
+        self.output.end_of_partition().await;
         st.phase = Phase::Closed;
         let _ = self.events.send(TaskEvent::Closed {
             task: self.task_ref,

@@ -19,12 +19,11 @@ CREATE TABLE dst (id BIGINT, k INT, s STRING) WITH (
 INSERT INTO dst SELECT id, k * 10, UPPER(s) FROM src WHERE k <> 7;
 ";
 
-fn script(dir: &Path, rows: u64, rate: u64) -> String {
-    let out = dir.join("out");
+pub fn script_to(dir: &Path, out: &str, rows: u64, rate: u64) -> String {
     let text = render(
         JOB,
         &[
-            ("out", out.to_str().unwrap()),
+            ("out", out),
             ("rows", &rows.to_string()),
             ("rate", &rate.to_string()),
         ],
@@ -35,7 +34,11 @@ fn script(dir: &Path, rows: u64, rate: u64) -> String {
         .to_string()
 }
 
-fn expected(rows: u64) -> Vec<String> {
+fn script(dir: &Path, rows: u64, rate: u64) -> String {
+    script_to(dir, dir.join("out").to_str().unwrap(), rows, rate)
+}
+
+pub fn expected(rows: u64) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     let s = script(tmp.path(), rows, 1_000_000);
     run_ok(&[&s, "-p", "1"]);
@@ -47,8 +50,11 @@ fn expected(rows: u64) -> Vec<String> {
     lines
 }
 
-fn assert_exactly_once(dir: &Path, expected: &[String], what: &str) {
-    let got = committed_lines(&dir.join("out"));
+pub fn assert_exactly_once(dir: &Path, expected: &[String], what: &str) {
+    assert_same_rows(committed_lines(&dir.join("out")), expected, what);
+}
+
+pub fn assert_same_rows(got: Vec<String>, expected: &[String], what: &str) {
     let mut seen = std::collections::HashSet::new();
     let dups = got.iter().filter(|l| !seen.insert(*l)).count();
     let lost = expected.iter().filter(|l| !seen.contains(l)).count();
@@ -60,37 +66,25 @@ fn assert_exactly_once(dir: &Path, expected: &[String], what: &str) {
     assert_eq!(got, expected, "{what}: committed output differs");
 }
 
-#[test]
-fn file_sink_is_exactly_once_under_sigkill() {
-    let rows = 8000;
-    let expected = expected(rows);
-    let tmp = tempfile::tempdir().unwrap();
-    let s = script(tmp.path(), rows, 2500);
-    let chk = tmp.path().join("chk");
-    let c = chk.to_str().unwrap();
-    let mut rng = Lcg(42);
-    let mut kills = 0;
+/// Starts the job (always with `--restore latest`), SIGKILLs it at random moments until
+/// `kills` kills happened, then lets it finish. Returns the number of kills.
+pub fn kill_until_done(args: &[&str], env: &[(&str, &str)], kills: usize, seed: u64) -> usize {
+    let mut rng = Lcg(seed);
+    let mut done = 0;
     let started = Instant::now();
     loop {
         assert!(
-            started.elapsed() < Duration::from_secs(240),
+            started.elapsed() < Duration::from_secs(300),
             "job did not finish"
         );
-        let mut child = spawn(
-            &[
-                &s,
-                "-p",
-                "2",
-                "--checkpoint-dir",
-                c,
-                "--checkpoint-interval",
-                "150 ms",
-                "--restore",
-                "latest",
-            ],
-            &[],
-        );
-        let wait = Duration::from_millis(250 + rng.next(900));
+        let mut full: Vec<&str> = args.to_vec();
+        full.extend(["--restore", "latest"]);
+        let mut child = spawn(&full, env);
+        let wait = if done < kills {
+            Duration::from_millis(150 + rng.next(600))
+        } else {
+            Duration::from_secs(240)
+        };
         let t = Instant::now();
         let mut status = None;
         while t.elapsed() < wait {
@@ -111,21 +105,40 @@ fn file_sink_is_exactly_once_under_sigkill() {
                     .read_to_string(&mut err)
                     .unwrap();
                 assert!(st.success(), "restarted job failed: {err}");
-                break;
+                return done;
             }
             None => {
                 child.kill().unwrap(); // SIGKILL
                 child.wait().unwrap();
-                kills += 1;
+                done += 1;
             }
         }
     }
+}
+
+#[test]
+fn file_sink_is_exactly_once_under_sigkill() {
+    let rows = 40_000;
+    let expected = expected(rows);
+    let tmp = tempfile::tempdir().unwrap();
+    let s = script(tmp.path(), rows, 2500);
+    let chk = tmp.path().join("chk");
+    let args = [
+        &s[..],
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "150 ms",
+    ];
+    let kills = kill_until_done(&args, &[], 30, 42);
     eprintln!(
-        "sigkill crash test: {kills} kills, {} rows checked",
+        "crash test (local files): {kills} SIGKILLs, {} rows checked, 0 lost, 0 duplicated",
         expected.len()
     );
     assert!(
-        kills >= 3,
+        kills >= 30,
         "only {kills} kills: the job ran too fast to be interrupted"
     );
     assert_exactly_once(tmp.path(), &expected, "after SIGKILLs");
@@ -139,8 +152,8 @@ fn file_sink_is_exactly_once_at_every_failpoint() {
         "after-pending-upload=3",
         "after-task-state=5",
         "after-metadata=2",
-        "commit-before-rename=3",
-        "commit-after-rename=2",
+        "commit-before-publish=3",
+        "commit-after-publish=2",
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let s = script(tmp.path(), rows, 5000);

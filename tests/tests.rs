@@ -6,4 +6,5 @@ mod crash;
 mod errors;
 mod finishing;
 mod golden;
+mod s3;
 mod sources;

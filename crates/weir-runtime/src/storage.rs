@@ -7,51 +7,93 @@
 
 use crate::checkpoint::{CheckpointMetadata, TaskSnapshot};
 use futures::TryStreamExt;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
 
+/// A resolved location: the store, the path inside it, and the store's multipart-upload
+/// interface where it has one (S3 and friends).
+#[derive(Clone)]
+pub struct Location {
+    pub store: Arc<dyn ObjectStore>,
+    pub path: Path,
+    pub multipart: Option<Arc<dyn MultipartStore>>,
+}
+
+/// S3 settings given as table options rather than environment variables.
+#[derive(Debug, Clone, Default)]
+pub struct S3Settings {
+    pub access_key: Option<String>,
+    pub secret_key: Option<String>,
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+}
+
 /// Turns a location (a local path or a URL: `file://`, `s3://`, `memory://`) into a store
 /// and a path within it. S3 settings come from the usual `AWS_*` environment variables
 /// (`AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-/// `AWS_ALLOW_HTTP`).
+/// `AWS_ALLOW_HTTP`). Requests are retried with exponential backoff by `object_store`.
 ///
 /// A local folder is created if missing (checkpoints and sinks write there).
 pub fn resolve_location(location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
-    resolve(location, true)
+    resolve(location, true, &S3Settings::default()).map(|l| (l.store, l.path))
 }
 
 /// Like [`resolve_location`] for data to read: a local path must exist.
 pub fn resolve_existing_location(location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
-    resolve(location, false)
+    resolve(location, false, &S3Settings::default()).map(|l| (l.store, l.path))
 }
 
-fn resolve(location: &str, create: bool) -> Result<(Arc<dyn ObjectStore>, Path)> {
+/// Like [`resolve_location`], with S3 settings and the multipart interface.
+pub fn resolve(location: &str, create: bool, s3: &S3Settings) -> Result<Location> {
     if let Some((scheme, _)) = location.split_once("://") {
         let url = url::Url::parse(location)
             .map_err(|e| Error::config(format!("invalid URL '{location}': {e}")))?;
+        let path = Path::from(url.path().trim_start_matches('/'));
         return match scheme {
             "file" => {
-                let path = url
+                let p = url
                     .to_file_path()
                     .map_err(|_| Error::config(format!("invalid file URL '{location}'")))?;
-                resolve(&path.to_string_lossy(), create)
+                resolve(&p.to_string_lossy(), create, s3)
             }
             "s3" | "s3a" => {
-                let store = object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(location)
-                    .build()
-                    .map_err(|e| Error::config(format!("cannot use '{location}': {e}")))?;
-                Ok((
-                    Arc::new(store),
-                    Path::from(url.path().trim_start_matches('/')),
-                ))
+                let mut builder = object_store::aws::AmazonS3Builder::from_env().with_url(location);
+                if let Some(v) = &s3.access_key {
+                    builder = builder.with_access_key_id(v);
+                }
+                if let Some(v) = &s3.secret_key {
+                    builder = builder.with_secret_access_key(v);
+                }
+                if let Some(v) = &s3.endpoint {
+                    builder = builder
+                        .with_endpoint(v)
+                        .with_allow_http(v.starts_with("http://"));
+                }
+                if let Some(v) = &s3.region {
+                    builder = builder.with_region(v);
+                }
+                let store = Arc::new(
+                    builder
+                        .build()
+                        .map_err(|e| Error::config(format!("cannot use '{location}': {e}")))?,
+                );
+                Ok(Location {
+                    store: store.clone(),
+                    path,
+                    multipart: Some(store),
+                })
             }
-            "memory" => Ok((
-                memory_store(),
-                Path::from(url.path().trim_start_matches('/')),
-            )),
+            "memory" => {
+                let store = memory_store();
+                Ok(Location {
+                    store: store.clone(),
+                    path,
+                    multipart: Some(store),
+                })
+            }
             other => Err(Error::config(format!(
                 "unsupported storage scheme '{other}://' in '{location}'; supported: a local path, file://, s3://, memory://"
             ))),
@@ -77,13 +119,18 @@ fn resolve(location: &str, create: bool) -> Result<(Arc<dyn ObjectStore>, Path)>
     let store = object_store::local::LocalFileSystem::new();
     let p = Path::from_filesystem_path(&abs)
         .map_err(|e| Error::config(format!("invalid path '{location}': {e}")))?;
-    Ok((Arc::new(store), p))
+    Ok(Location {
+        store: Arc::new(store),
+        path: p,
+        multipart: None,
+    })
 }
 
 /// One in-memory store per process, so that `memory://` locations are shared by a job
 /// and its restore within one process.
-fn memory_store() -> Arc<dyn ObjectStore> {
-    static STORE: std::sync::OnceLock<Arc<dyn ObjectStore>> = std::sync::OnceLock::new();
+fn memory_store() -> Arc<object_store::memory::InMemory> {
+    static STORE: std::sync::OnceLock<Arc<object_store::memory::InMemory>> =
+        std::sync::OnceLock::new();
     STORE
         .get_or_init(|| Arc::new(object_store::memory::InMemory::new()))
         .clone()

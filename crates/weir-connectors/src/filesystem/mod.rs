@@ -16,6 +16,10 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "csv.field-delimiter",
     "csv.ignore-first-line",
     "source.monitor-interval",
+    "s3.access-key",
+    "s3.secret-key",
+    "s3.endpoint",
+    "s3.region",
 ];
 
 pub const SINK_OPTIONS: &[&str] = &[
@@ -26,4 +30,21 @@ pub const SINK_OPTIONS: &[&str] = &[
     "sink.rolling-policy.file-size",
     "sink.rolling-policy.rollover-interval",
     "sink.rolling-policy.check-interval",
+    "s3.access-key",
+    "s3.secret-key",
+    "s3.endpoint",
+    "s3.region",
 ];
+
+/// S3 settings from table options (they override the `AWS_*` environment variables and
+/// are never logged nor stored in checkpoints).
+pub(crate) fn s3_settings(
+    options: &weir_common::ConnectorOptions,
+) -> weir_runtime::storage::S3Settings {
+    weir_runtime::storage::S3Settings {
+        access_key: options.get("s3.access-key").map(str::to_string),
+        secret_key: options.get("s3.secret-key").map(str::to_string),
+        endpoint: options.get("s3.endpoint").map(str::to_string),
+        region: options.get("s3.region").map(str::to_string),
+    }
+}

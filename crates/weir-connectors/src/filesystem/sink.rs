@@ -1,35 +1,49 @@
-//! Exactly-once file sink (two-phase commit) on any `object_store`.
+//! Exactly-once file sink (two-phase commit) on the local file system or an object store.
 //!
-//! * A subtask encodes rows into an in-memory part. The part is rolled when it reaches
-//!   `sink.rolling-policy.file-size`, when it is older than
-//!   `sink.rolling-policy.rollover-interval`, and always at a checkpoint.
-//! * Rolling uploads the part as a hidden *pending* object `.part-<attempt>-<subtask>-<n>.<ext>.pending`
-//!   in the target folder; readers (Spark, DataFusion, Weir) ignore names that start with `.`.
-//! * The committable `{pending, final, size}` is stored in the checkpoint. Committing renames
-//!   the pending object to its final name `part-<attempt>-<subtask>-<n>.<ext>` — an atomic
-//!   rename on a local file system; copy then delete on object stores. A final object that
-//!   already exists with the expected size means "already committed".
-//! * After a restore, pending objects of earlier attempts that no checkpoint references
-//!   are deleted: their rows are replayed from the restored source positions.
+//! A subtask encodes rows into an in-memory part. The part is rolled when it reaches
+//! `sink.rolling-policy.file-size`, when it is older than
+//! `sink.rolling-policy.rollover-interval`, and always at a checkpoint. How a rolled part
+//! is pre-committed and committed depends on the store:
+//!
+//! * **Local file system** (and stores without multipart uploads): the part is written as
+//!   a hidden *pending* file `.part-<attempt>-<subtask>-<n>.<ext>.pending`; commit renames
+//!   it atomically to `part-<attempt>-<subtask>-<n>.<ext>`.
+//! * **Object stores with multipart uploads (S3)**: one multipart upload per part file,
+//!   created for the final key. Pre-commit uploads the part's data (5 MiB parts) and
+//!   records upload id, part ids and size; a marker `.weir-uploads/<name>.json` remembers
+//!   the upload until it is committed. Commit completes the upload: the object appears
+//!   atomically, whole.
+//!
+//! Either way the committable is stored in the checkpoint; a final object that already
+//! exists with the expected size means "already committed". After a restore, pending
+//! files and uploads of earlier attempts that no checkpoint references are removed (their
+//! rows are replayed from the restored source positions).
 
 use super::format::{Format, PartEncoder};
 use crate::two_phase::{Committable, Committer, SinkWriter, TwoPhaseCommitSink};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
+use bytes::Bytes;
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir_common::{ConnectorOptions, Error, Result};
 use weir_runtime::TaskInfo;
-use weir_runtime::storage::resolve_location;
+use weir_runtime::storage::resolve;
+
+/// Size of the parts of a multipart upload (S3's minimum for all but the last).
+const UPLOAD_PART_SIZE: usize = 5 << 20;
+const UPLOADS_DIR: &str = ".weir-uploads";
 
 /// The filesystem sink of one table.
 pub struct FileSink {
     schema: SchemaRef,
     format: Format,
     store: Arc<dyn ObjectStore>,
+    multipart: Option<Arc<dyn MultipartStore>>,
     root: Path,
     location: String,
     file_size: u64,
@@ -49,12 +63,13 @@ impl FileSink {
             .get_duration("sink.rolling-policy.rollover-interval")?
             .unwrap_or(Duration::from_secs(30 * 60));
         options.get_duration("sink.rolling-policy.check-interval")?;
-        let (store, root) = resolve_location(&location).map_err(|e| {
+        let resolved = resolve(&location, true, &super::s3_settings(options)).map_err(|e| {
             Error::config(format!(
                 "table '{}': cannot write to '{location}': {e}",
                 options.table
             ))
         })?;
+        let (store, root) = (resolved.store, resolved.path);
         let probe = root
             .clone()
             .join(format!(".weir-probe-{}", uuid::Uuid::new_v4().simple()));
@@ -72,6 +87,7 @@ impl FileSink {
             schema,
             format,
             store,
+            multipart: resolved.multipart,
             root,
             location,
             file_size,
@@ -94,6 +110,7 @@ impl TwoPhaseCommitSink for FileSink {
             schema: self.schema.clone(),
             format: self.format,
             store: self.store.clone(),
+            multipart: self.multipart.clone(),
             root: self.root.clone(),
             prefix: format!("part-{}-{}-", task.attempt.simple(), task.subtask),
             counter: 0,
@@ -107,6 +124,7 @@ impl TwoPhaseCommitSink for FileSink {
     fn committer(&self) -> Arc<dyn Committer> {
         Arc::new(FileCommitter {
             store: self.store.clone(),
+            multipart: self.multipart.clone(),
             root: self.root.clone(),
         })
     }
@@ -122,6 +140,7 @@ struct FileWriter {
     schema: SchemaRef,
     format: Format,
     store: Arc<dyn ObjectStore>,
+    multipart: Option<Arc<dyn MultipartStore>>,
     root: Path,
     prefix: String,
     counter: u64,
@@ -132,7 +151,7 @@ struct FileWriter {
 }
 
 impl FileWriter {
-    /// Closes the open part and uploads it as a pending object.
+    /// Closes the open part and pre-commits it.
     async fn roll(&mut self) -> Result<()> {
         let Some(part) = self.current.take() else {
             return Ok(());
@@ -140,7 +159,7 @@ impl FileWriter {
         if part.rows == 0 {
             return Ok(());
         }
-        let bytes = part.encoder.finish()?;
+        let bytes = Bytes::from(part.encoder.finish()?);
         let name = format!(
             "{}{}.{}",
             self.prefix,
@@ -148,15 +167,52 @@ impl FileWriter {
             self.format.extension()
         );
         self.counter += 1;
-        let pending = self.root.clone().join(format!(".{name}.pending"));
+        let target = self.root.clone().join(name.as_str());
         let size = bytes.len();
-        self.store.put(&pending, PutPayload::from(bytes)).await?;
+        let committable = match &self.multipart {
+            None => {
+                let pending = self.root.clone().join(format!(".{name}.pending"));
+                self.store.put(&pending, PutPayload::from(bytes)).await?;
+                serde_json::json!({
+                    "kind": "rename",
+                    "pending": pending.to_string(),
+                    "final": target.to_string(),
+                    "size": size,
+                })
+            }
+            Some(mp) => {
+                let upload_id = mp.create_multipart(&target).await?;
+                let marker = self
+                    .root
+                    .clone()
+                    .join(UPLOADS_DIR)
+                    .join(format!("{name}.json"));
+                let marker_body =
+                    serde_json::json!({ "final": target.to_string(), "upload_id": upload_id });
+                self.store
+                    .put(&marker, PutPayload::from(serde_json::to_vec(&marker_body)?))
+                    .await?;
+                let mut parts = Vec::new();
+                let mut offset = 0;
+                while offset < bytes.len() {
+                    let end = (offset + UPLOAD_PART_SIZE).min(bytes.len());
+                    let chunk = PutPayload::from(bytes.slice(offset..end));
+                    let part = mp.put_part(&target, &upload_id, parts.len(), chunk).await?;
+                    parts.push(part.content_id);
+                    offset = end;
+                }
+                serde_json::json!({
+                    "kind": "multipart",
+                    "final": target.to_string(),
+                    "upload_id": upload_id,
+                    "parts": parts,
+                    "size": size,
+                    "marker": marker.to_string(),
+                })
+            }
+        };
         weir_common::failpoint("after-pending-upload");
-        self.ready.push(serde_json::json!({
-            "pending": pending.to_string(),
-            "final": self.root.clone().join(name).to_string(),
-            "size": size,
-        }));
+        self.ready.push(committable);
         Ok(())
     }
 }
@@ -188,6 +244,7 @@ impl SinkWriter for FileWriter {
 
 struct FileCommitter {
     store: Arc<dyn ObjectStore>,
+    multipart: Option<Arc<dyn MultipartStore>>,
     root: Path,
 }
 
@@ -197,37 +254,80 @@ fn field<'a>(c: &'a Committable, key: &str) -> Result<&'a str> {
         .ok_or_else(|| Error::Checkpoint(format!("file committable without '{key}': {c}")))
 }
 
+impl FileCommitter {
+    /// `Some(true)`: the final object exists with the expected size (committed);
+    /// `Some(false)`: it does not exist.
+    async fn committed(&self, target: &Path, size: u64) -> Result<bool> {
+        match self.store.head(target).await {
+            Ok(meta) if meta.size == size => Ok(true),
+            Ok(meta) => Err(Error::external(format!(
+                "cannot commit '{target}': an object of {} bytes is already there (expected {size}); not overwriting it",
+                meta.size
+            ))),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 #[async_trait]
 impl Committer for FileCommitter {
     async fn commit(&self, c: &Committable) -> Result<()> {
-        let pending = Path::from(field(c, "pending")?);
         let target = Path::from(field(c, "final")?);
         let size = c.get("size").and_then(|v| v.as_u64()).unwrap_or(0);
-        match self.store.head(&target).await {
-            Ok(meta) if meta.size == size => return Ok(()), // already committed
-            Ok(meta) => {
-                return Err(Error::external(format!(
-                    "cannot commit '{target}': a file of {} bytes is already there (expected {size}); not overwriting it",
-                    meta.size
-                )));
+        let kind = c.get("kind").and_then(|v| v.as_str()).unwrap_or("rename");
+        if self.committed(&target, size).await? {
+            if let Ok(marker) = field(c, "marker") {
+                let _ = self.store.delete(&Path::from(marker)).await;
             }
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(e.into()),
+            return Ok(());
         }
-        weir_common::failpoint("commit-before-rename");
-        match self.store.rename(&pending, &target).await {
-            Ok(()) => {
-                weir_common::failpoint("commit-after-rename");
-                Ok(())
+        weir_common::failpoint("commit-before-publish");
+        let published = match kind {
+            "multipart" => {
+                let mp = self.multipart.as_ref().ok_or_else(|| {
+                    Error::Checkpoint(format!(
+                        "'{target}' was uploaded in parts, but its store has no multipart uploads"
+                    ))
+                })?;
+                let upload_id = field(c, "upload_id")?.to_string();
+                let parts: Vec<PartId> = c
+                    .get("parts")
+                    .and_then(|p| p.as_array())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str())
+                            .map(|s| PartId {
+                                content_id: s.to_string(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                mp.complete_multipart(&target, &upload_id, parts)
+                    .await
+                    .map(|_| ())
             }
-            Err(object_store::Error::NotFound { .. }) => match self.store.head(&target).await {
-                Ok(meta) if meta.size == size => Ok(()),
-                _ => Err(Error::external(format!(
-                    "cannot commit '{target}': its pending file '{pending}' is gone"
-                ))),
-            },
-            Err(e) => Err(e.into()),
+            _ => {
+                self.store
+                    .rename(&Path::from(field(c, "pending")?), &target)
+                    .await
+            }
+        };
+        match published {
+            Ok(()) => {}
+            // A crash after publishing and before recording it: the object is there.
+            Err(e) if self.committed(&target, size).await.unwrap_or(false) => {
+                tracing::debug!("'{target}' was already committed ({e})");
+            }
+            Err(e) => {
+                return Err(Error::external(format!("cannot commit '{target}': {e}")));
+            }
         }
+        weir_common::failpoint("commit-after-publish");
+        if let Ok(marker) = field(c, "marker") {
+            let _ = self.store.delete(&Path::from(marker)).await;
+        }
+        Ok(())
     }
 
     async fn abort_stale(&self, task: &TaskInfo, recovered: &[Committable]) -> Result<()> {
@@ -250,6 +350,32 @@ impl Committer for FileCommitter {
                 );
                 self.store.delete(&obj.location).await?;
             }
+        }
+        let uploads = self.root.clone().join(UPLOADS_DIR);
+        let markers = self.store.list_with_delimiter(Some(&uploads)).await?;
+        for obj in markers.objects {
+            let Some(name) = obj.location.filename() else {
+                continue;
+            };
+            let referenced = recovered
+                .iter()
+                .any(|c| field(c, "marker").ok() == Some(obj.location.as_ref()));
+            if name.contains(&current) || referenced {
+                continue;
+            }
+            let body = self.store.get(&obj.location).await?.bytes().await?;
+            let marker: serde_json::Value = serde_json::from_slice(&body)?;
+            if let (Some(mp), Ok(target), Ok(id)) = (
+                &self.multipart,
+                field(&marker, "final"),
+                field(&marker, "upload_id"),
+            ) {
+                tracing::info!("aborting the upload of '{target}' left by an earlier attempt");
+                let _ = mp
+                    .abort_multipart(&Path::from(target), &id.to_string())
+                    .await;
+            }
+            self.store.delete(&obj.location).await?;
         }
         Ok(())
     }

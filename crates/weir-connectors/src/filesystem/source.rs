@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
-use weir_runtime::storage::resolve_existing_location;
+use weir_runtime::storage::resolve;
 use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo};
 
 pub struct FileSourceFactory {
@@ -46,7 +46,8 @@ impl FileSourceFactory {
         }
         let format = Format::from_options(options)?;
         let location = options.required("path")?.to_string();
-        let (store, root) = resolve_existing_location(&location)?;
+        let resolved = resolve(&location, false, &super::s3_settings(options))?;
+        let (store, root) = (resolved.store, resolved.path);
         let files = match store.head(&root).await {
             Ok(meta) => vec![meta.location],
             Err(_) => {

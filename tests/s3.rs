@@ -1,0 +1,294 @@
+//! The exactly-once sink and checkpoints on a real S3-compatible server: moto's server
+//! (`pip install 'moto[server]'`), started by the tests on a free loopback port and
+//! stopped when the test process ends. Without `moto_server` on the PATH the S3 tests
+//! skip loudly — except in CI (`CI` set), where they fail.
+
+use crate::common::*;
+use crate::crash::{assert_same_rows, expected, kill_until_done, script_to};
+use futures::TryStreamExt;
+use object_store::ObjectStore;
+use object_store::ObjectStoreExt;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub struct S3Server {
+    pub endpoint: String,
+    port: u16,
+}
+
+fn start_server() -> Option<S3Server> {
+    if std::process::Command::new("moto_server")
+        .arg("--help")
+        .output()
+        .is_err()
+    {
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // The server dies with the test process: the shell watches our pid.
+    let watcher = format!(
+        "moto_server -H 127.0.0.1 -p {port} >/dev/null 2>&1 & M=$!; \
+         while kill -0 {} 2>/dev/null; do sleep 1; done; kill $M",
+        std::process::id()
+    );
+    std::process::Command::new("sh")
+        .args(["-c", &watcher])
+        .spawn()
+        .expect("start moto_server");
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "moto_server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(S3Server {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        port,
+    })
+}
+
+/// The shared server, or `None` (with a loud message) where it cannot run outside CI.
+pub fn server() -> Option<&'static S3Server> {
+    static SERVER: OnceLock<Option<S3Server>> = OnceLock::new();
+    let s = SERVER.get_or_init(start_server).as_ref();
+    if s.is_none() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "moto_server is required in CI (pip install 'moto[server]')"
+        );
+        eprintln!(
+            "\n*** SKIPPING S3 TEST: moto_server not found; install it with: pip install 'moto[server]' ***\n"
+        );
+    }
+    s
+}
+
+impl S3Server {
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "weir-test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "weir-test".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+
+    pub fn create_bucket(&self, name: &str) {
+        let mut conn = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            conn,
+            "PUT /{name} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .unwrap();
+        let mut response = String::new();
+        conn.read_to_string(&mut response).unwrap();
+        assert!(
+            response.starts_with("HTTP/1.1 200"),
+            "cannot create bucket {name}: {response}"
+        );
+    }
+
+    fn store(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_access_key_id("weir-test")
+            .with_secret_access_key("weir-test")
+            .with_region("us-east-1")
+            .build()
+            .unwrap()
+    }
+
+    /// Sorted lines of the visible objects under `prefix`, and the number of hidden ones.
+    pub fn committed_lines(&self, bucket: &str, prefix: &str) -> (Vec<String>, usize) {
+        let store = self.store(bucket);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let root = object_store::path::Path::from(prefix);
+            let objects: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
+            let (mut lines, mut hidden) = (Vec::new(), 0);
+            for o in objects {
+                let rel = o
+                    .location
+                    .prefix_match(&root)
+                    .unwrap()
+                    .map(|p| p.as_ref().to_string())
+                    .collect::<Vec<_>>();
+                if rel.iter().any(|p| p.starts_with('.') || p.starts_with('_')) {
+                    hidden += 1;
+                    continue;
+                }
+                let body = store.get(&o.location).await.unwrap().bytes().await.unwrap();
+                lines.extend(
+                    String::from_utf8(body.to_vec())
+                        .unwrap()
+                        .lines()
+                        .map(str::to_string),
+                );
+            }
+            lines.sort();
+            (lines, hidden)
+        })
+    }
+}
+
+fn env_refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[test]
+fn s3_sink_and_checkpoints_are_exactly_once_under_sigkill() {
+    let Some(s3) = server() else { return };
+    s3.create_bucket("crash");
+    let rows = 30_000;
+    let expected = expected(rows);
+    let tmp = tempfile::tempdir().unwrap();
+    let s = script_to(tmp.path(), "s3://crash/out", rows, 2500);
+    let args = [
+        &s[..],
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        "s3://crash/chk",
+        "--checkpoint-interval",
+        "200 ms",
+    ];
+    let env = s3.env();
+    let kills = kill_until_done(&args, &env_refs(&env), 20, 7);
+    let (lines, hidden) = s3.committed_lines("crash", "out");
+    eprintln!(
+        "crash test (S3): {kills} SIGKILLs, {} rows checked, 0 lost, 0 duplicated",
+        lines.len()
+    );
+    assert!(kills >= 20);
+    assert_same_rows(lines, &expected, "S3 after SIGKILLs");
+    assert_eq!(hidden, 0, "upload markers or probes left behind");
+}
+
+#[test]
+fn s3_sink_is_exactly_once_at_every_failpoint() {
+    let Some(s3) = server() else { return };
+    let rows = 4000;
+    let expected = expected(rows);
+    let env = s3.env();
+    for (i, point) in [
+        "after-pending-upload=3",
+        "after-task-state=5",
+        "after-metadata=2",
+        "commit-before-publish=3",
+        "commit-after-publish=2",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let bucket = format!("failpoint{i}");
+        s3.create_bucket(&bucket);
+        let tmp = tempfile::tempdir().unwrap();
+        let s = script_to(tmp.path(), &format!("s3://{bucket}/out"), rows, 5000);
+        let chk = format!("s3://{bucket}/chk");
+        let args = [
+            &s[..],
+            "-p",
+            "2",
+            "--checkpoint-dir",
+            &chk,
+            "--checkpoint-interval",
+            "100 ms",
+            "--restore",
+            "latest",
+        ];
+        let mut armed = env_refs(&env);
+        armed.push(("WEIR_FAILPOINTS", point));
+        let crashed = spawn(&args, &armed).wait_with_output().unwrap();
+        assert!(
+            !crashed.status.success(),
+            "{point}: the failpoint was never reached"
+        );
+        let out = weir()
+            .arg("run")
+            .arg("--quiet")
+            .args(args)
+            .envs(env_refs(&env))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{point}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (lines, _) = s3.committed_lines(&bucket, "out");
+        assert_same_rows(lines, &expected, point);
+    }
+}
+
+#[test]
+fn large_parts_are_uploaded_in_several_pieces() {
+    let Some(s3) = server() else { return };
+    s3.create_bucket("large");
+    let tmp = tempfile::tempdir().unwrap();
+    let sql = "
+CREATE TABLE src (id BIGINT, pad STRING) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '10000000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '120000', 'fields.pad.length' = '90'
+);
+CREATE TABLE dst (id BIGINT, pad STRING) WITH ('connector' = 'filesystem', 'path' = 's3://large/out', 'format' = 'csv');
+INSERT INTO dst SELECT id, pad FROM src;";
+    let s = write_script(tmp.path(), "job.sql", sql);
+    let env = s3.env();
+    let out = weir()
+        .args(["run", "--quiet", s.to_str().unwrap(), "-p", "1"])
+        .envs(env_refs(&env))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (lines, hidden) = s3.committed_lines("large", "out");
+    assert_eq!(hidden, 0);
+    assert_eq!(lines.len(), 120_001, "rows plus one header"); // one part file: > 10 MiB, 3 upload parts
+    let ids: std::collections::HashSet<_> =
+        lines.iter().filter_map(|l| l.split(',').next()).collect();
+    assert_eq!(ids.len(), 120_001);
+}
+
+#[test]
+fn missing_bucket_fails_before_any_data_moves() {
+    let Some(s3) = server() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let sql = "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');
+CREATE TABLE d (a INT) WITH ('connector' = 'filesystem', 'path' = 's3://no-such-bucket/out', 'format' = 'csv');
+INSERT INTO d SELECT a FROM s;";
+    let s = write_script(tmp.path(), "job.sql", sql);
+    let env = s3.env();
+    let out = weir()
+        .args(["run", "--quiet", s.to_str().unwrap()])
+        .envs(env_refs(&env))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("s3://no-such-bucket/out") && err.contains("not writable"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("weir-test"),
+        "credentials leaked into the message: {err}"
+    );
+}

@@ -129,3 +129,8 @@ fn golden_computed_columns_and_watermark() {
 fn golden_union_of_views() {
     golden("union_views");
 }
+
+#[test]
+fn golden_partitioned_sink() {
+    golden("partitioned");
+}

@@ -58,22 +58,39 @@ pub fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Child {
         .expect("spawn weir")
 }
 
-/// Lines of every committed (visible) file under `dir`, sorted. Hidden files (`.x`,
-/// `_x`) are pending or in progress and must be ignored by readers.
+/// Lines of every committed (visible) file under `dir`, sorted. Hidden files and
+/// folders (`.x`, `_x`) are pending or in progress and must be ignored by readers. Lines of
+/// files in subfolders (partitions) are prefixed with the folder, e.g. `k=1/ {...}`.
 pub fn committed_lines(dir: &Path) -> Vec<String> {
-    let mut lines = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return lines;
-    };
-    for e in entries {
-        let e = e.unwrap();
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with('.') || name.starts_with('_') || e.path().is_dir() {
-            continue;
+    fn walk(dir: &Path, rel: &str, lines: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || name.starts_with('_') {
+                continue;
+            }
+            if e.path().is_dir() {
+                walk(&e.path(), &format!("{rel}{name}/"), lines);
+                continue;
+            }
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            let prefix = if rel.is_empty() {
+                String::new()
+            } else {
+                format!("{rel} ")
+            };
+            lines.extend(
+                text.lines()
+                    .filter(|l| !l.is_empty())
+                    .map(|l| format!("{prefix}{l}")),
+            );
         }
-        let text = std::fs::read_to_string(e.path()).unwrap();
-        lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
     }
+    let mut lines = Vec::new();
+    walk(dir, "", &mut lines);
     lines.sort();
     lines
 }

@@ -80,8 +80,15 @@ pub async fn create_source(
 pub async fn create_sink(
     options: &ConnectorOptions,
     schema: SchemaRef,
+    partitioned_by: &[String],
 ) -> Result<Arc<dyn OperatorFactory>> {
     let (name, ..) = lookup(options)?;
+    if !partitioned_by.is_empty() && *name != "filesystem" {
+        return Err(Error::config(format!(
+            "table '{}': connector '{name}' cannot write PARTITIONED BY tables",
+            options.table
+        )));
+    }
     match *name {
         "print" => Ok(Arc::new(print::PrintSinkFactory::new(options)?)),
         "blackhole" => {
@@ -89,7 +96,7 @@ pub async fn create_sink(
             Ok(Arc::new(blackhole::BlackholeSinkFactory))
         }
         "filesystem" => {
-            let sink = filesystem::FileSink::try_new(options, schema).await?;
+            let sink = filesystem::FileSink::try_new(options, schema, partitioned_by).await?;
             Ok(Arc::new(two_phase::TwoPhaseCommitSinkFactory(Arc::new(
                 sink,
             ))))

@@ -4,7 +4,7 @@
 
 use crate::operators::{CalcOperatorFactory, UnionOperatorFactory, WatermarkAssignerFactory};
 use std::sync::Arc;
-use weir_common::{ConnectorOptions, Error, Result};
+use weir_common::{ConnectorOptions, Result};
 use weir_runtime::{JobGraph, OperatorFactory, Partitioning, Vertex};
 use weir_sql::{CalcStep, PlanNode, StreamPlan};
 
@@ -105,15 +105,12 @@ pub async fn compile_into(
                 let parallelism = table
                     .sink_parallelism
                     .unwrap_or(graph.vertices[from].parallelism);
-                if !table.partitioned_by.is_empty() {
-                    return Err(Error::plan(format!(
-                        "table '{}': writing PARTITIONED BY tables is not supported yet",
-                        table.name
-                    )));
-                }
-                let sink =
-                    weir_connectors::create_sink(&table.options, table.physical_schema.clone())
-                        .await?;
+                let sink = weir_connectors::create_sink(
+                    &table.options,
+                    table.physical_schema.clone(),
+                    &table.partitioned_by,
+                )
+                .await?;
                 let v = graph.add_vertex(Vertex {
                     uid: uid(&format!("sink-{}", table.name)),
                     name: format!("{} [{}]", sink.name(), table.name),
@@ -134,7 +131,7 @@ pub async fn compile_into(
                         .into_iter()
                         .collect(),
                 );
-                let sink = weir_connectors::create_sink(&options, schema.clone()).await?;
+                let sink = weir_connectors::create_sink(&options, schema.clone(), &[]).await?;
                 let v = graph.add_vertex(Vertex {
                     uid: uid("collect"),
                     name: "Sink: print (SELECT)".into(),

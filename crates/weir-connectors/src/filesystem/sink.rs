@@ -21,6 +21,7 @@
 
 use super::format::{Format, PartEncoder};
 use crate::two_phase::{Committable, Committer, SinkWriter, TwoPhaseCommitSink};
+use arrow::array::Array;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
@@ -28,6 +29,7 @@ use bytes::Bytes;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir_common::{ConnectorOptions, Error, Result};
@@ -48,11 +50,17 @@ pub struct FileSink {
     location: String,
     file_size: u64,
     rollover: Duration,
+    /// Indices of `PARTITIONED BY` columns; the files hold the other columns.
+    partition_columns: Vec<usize>,
 }
 
 impl FileSink {
     /// Validates the options and checks that the target is writable before any data moves.
-    pub async fn try_new(options: &ConnectorOptions, schema: SchemaRef) -> Result<Self> {
+    pub async fn try_new(
+        options: &ConnectorOptions,
+        schema: SchemaRef,
+        partitioned_by: &[String],
+    ) -> Result<Self> {
         options.check_known("filesystem", super::SINK_OPTIONS)?;
         let format = Format::from_options(options)?;
         let location = options.required("path")?.to_string();
@@ -83,6 +91,23 @@ impl FileSink {
                 ))
             })?;
         let _ = store.delete(&probe).await;
+        let partition_columns = partitioned_by
+            .iter()
+            .map(|c| {
+                schema.index_of(c).map_err(|_| {
+                    Error::config(format!(
+                        "table '{}': no partition column '{c}'",
+                        options.table
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if !partition_columns.is_empty() && partition_columns.len() == schema.fields().len() {
+            return Err(Error::config(format!(
+                "table '{}': every column is a partition column; the files would be empty",
+                options.table
+            )));
+        }
         Ok(Self {
             schema,
             format,
@@ -92,6 +117,7 @@ impl FileSink {
             location,
             file_size,
             rollover,
+            partition_columns,
         })
     }
 }
@@ -106,15 +132,20 @@ impl TwoPhaseCommitSink for FileSink {
     }
 
     fn create_writer(&self, task: &TaskInfo) -> Result<Box<dyn SinkWriter>> {
+        let data_columns: Vec<usize> = (0..self.schema.fields().len())
+            .filter(|i| !self.partition_columns.contains(i))
+            .collect();
         Ok(Box::new(FileWriter {
-            schema: self.schema.clone(),
+            file_schema: Arc::new(self.schema.project(&data_columns)?),
+            data_columns,
+            partition_columns: self.partition_columns.clone(),
             format: self.format,
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             root: self.root.clone(),
             prefix: format!("part-{}-{}-", task.attempt.simple(), task.subtask),
             counter: 0,
-            current: None,
+            open: BTreeMap::new(),
             ready: Vec::new(),
             file_size: self.file_size,
             rollover: self.rollover,
@@ -137,23 +168,27 @@ struct OpenPart {
 }
 
 struct FileWriter {
-    schema: SchemaRef,
+    /// Schema of the files: the table's columns without the partition columns.
+    file_schema: SchemaRef,
+    data_columns: Vec<usize>,
+    partition_columns: Vec<usize>,
     format: Format,
     store: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
     root: Path,
     prefix: String,
     counter: u64,
-    current: Option<OpenPart>,
+    /// Open parts by partition folder (`""` when the table is not partitioned).
+    open: BTreeMap<String, OpenPart>,
     ready: Vec<Committable>,
     file_size: u64,
     rollover: Duration,
 }
 
 impl FileWriter {
-    /// Closes the open part and pre-commits it.
-    async fn roll(&mut self) -> Result<()> {
-        let Some(part) = self.current.take() else {
+    /// Closes the open part of `partition` and pre-commits it.
+    async fn roll(&mut self, partition: &str) -> Result<()> {
+        let Some(part) = self.open.remove(partition) else {
             return Ok(());
         };
         if part.rows == 0 {
@@ -167,11 +202,12 @@ impl FileWriter {
             self.format.extension()
         );
         self.counter += 1;
-        let target = self.root.clone().join(name.as_str());
+        let dir = partition_dir(&self.root, partition);
+        let target = dir.clone().join(name.as_str());
         let size = bytes.len();
         let committable = match &self.multipart {
             None => {
-                let pending = self.root.clone().join(format!(".{name}.pending"));
+                let pending = dir.clone().join(format!(".{name}.pending"));
                 self.store.put(&pending, PutPayload::from(bytes)).await?;
                 serde_json::json!({
                     "kind": "rename",
@@ -220,25 +256,96 @@ impl FileWriter {
 #[async_trait]
 impl SinkWriter for FileWriter {
     async fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        if self.current.is_none() {
-            self.current = Some(OpenPart {
-                encoder: PartEncoder::new(self.format, &self.schema)?,
-                opened: Instant::now(),
-                rows: 0,
-            });
+        if self.partition_columns.is_empty() {
+            return self.write_to("", batch).await;
         }
-        let part = self.current.as_mut().expect("open part");
-        part.encoder.write(&batch)?;
-        part.rows += batch.num_rows();
-        if part.encoder.size() as u64 >= self.file_size || part.opened.elapsed() >= self.rollover {
-            self.roll().await?;
+        for (partition, rows) in partition_rows(&batch, &self.partition_columns)? {
+            let indices = arrow::array::UInt32Array::from(rows);
+            let columns = self
+                .data_columns
+                .iter()
+                .map(|c| arrow::compute::take(batch.column(*c), &indices, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            let part = RecordBatch::try_new(self.file_schema.clone(), columns)?;
+            self.write_to(&partition, part).await?;
         }
         Ok(())
     }
 
     async fn prepare_commit(&mut self) -> Result<Vec<Committable>> {
-        self.roll().await?;
+        let partitions: Vec<String> = self.open.keys().cloned().collect();
+        for p in partitions {
+            self.roll(&p).await?;
+        }
         Ok(std::mem::take(&mut self.ready))
+    }
+}
+
+impl FileWriter {
+    async fn write_to(&mut self, partition: &str, batch: RecordBatch) -> Result<()> {
+        if !self.open.contains_key(partition) {
+            let part = OpenPart {
+                encoder: PartEncoder::new(self.format, &self.file_schema)?,
+                opened: Instant::now(),
+                rows: 0,
+            };
+            self.open.insert(partition.to_string(), part);
+        }
+        let part = self.open.get_mut(partition).expect("open part");
+        part.encoder.write(&batch)?;
+        part.rows += batch.num_rows();
+        if part.encoder.size() as u64 >= self.file_size || part.opened.elapsed() >= self.rollover {
+            self.roll(partition).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Hive-style partition folder of every row (`a=1/b=x`), with the rows of each.
+fn partition_rows(batch: &RecordBatch, columns: &[usize]) -> Result<BTreeMap<String, Vec<u32>>> {
+    let options = arrow::util::display::FormatOptions::default();
+    let formatters = columns
+        .iter()
+        .map(|c| arrow::util::display::ArrayFormatter::try_new(batch.column(*c).as_ref(), &options))
+        .collect::<Result<Vec<_>, _>>()?;
+    let schema = batch.schema();
+    let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for row in 0..batch.num_rows() {
+        let mut path = String::new();
+        for (f, c) in formatters.iter().zip(columns) {
+            if !path.is_empty() {
+                path.push('\u{0}');
+            }
+            let value = if batch.column(*c).is_null(row) {
+                DEFAULT_PARTITION.to_string()
+            } else {
+                non_empty(f.value(row).to_string())
+            };
+            path.push_str(&format!("{}={value}", schema.field(*c).name()));
+        }
+        out.entry(path).or_default().push(row as u32);
+    }
+    Ok(out)
+}
+
+/// The folder of a partition key built by [`partition_rows`] (`a=1/b=x`).
+fn partition_dir(root: &Path, partition: &str) -> Path {
+    partition
+        .split('\u{0}')
+        .filter(|p| !p.is_empty())
+        .fold(root.clone(), |p, c| p.join(c))
+}
+
+/// Flink's `partition.default-name`: the folder of NULL partition values.
+const DEFAULT_PARTITION: &str = "__DEFAULT_PARTITION__";
+
+/// An empty value gets the default partition's name. Characters a path cannot hold
+/// (`/` among them) are percent-encoded by `object_store`'s path parts, as Hive does.
+fn non_empty(v: String) -> String {
+    if v.is_empty() {
+        DEFAULT_PARTITION.to_string()
+    } else {
+        v
     }
 }
 
@@ -273,12 +380,15 @@ impl FileCommitter {
 #[async_trait]
 impl Committer for FileCommitter {
     async fn commit(&self, c: &Committable) -> Result<()> {
-        let target = Path::from(field(c, "final")?);
+        let target =
+            Path::parse(field(c, "final")?).map_err(|e| Error::Checkpoint(e.to_string()))?;
         let size = c.get("size").and_then(|v| v.as_u64()).unwrap_or(0);
         let kind = c.get("kind").and_then(|v| v.as_str()).unwrap_or("rename");
         if self.committed(&target, size).await? {
             if let Ok(marker) = field(c, "marker") {
-                let _ = self.store.delete(&Path::from(marker)).await;
+                if let Ok(marker) = Path::parse(marker) {
+                    let _ = self.store.delete(&marker).await;
+                }
             }
             return Ok(());
         }
@@ -309,7 +419,11 @@ impl Committer for FileCommitter {
             }
             _ => {
                 self.store
-                    .rename(&Path::from(field(c, "pending")?), &target)
+                    .rename(
+                        &Path::parse(field(c, "pending")?)
+                            .map_err(|e| Error::Checkpoint(e.to_string()))?,
+                        &target,
+                    )
                     .await
             }
         };
@@ -325,15 +439,18 @@ impl Committer for FileCommitter {
         }
         weir_common::failpoint("commit-after-publish");
         if let Ok(marker) = field(c, "marker") {
-            let _ = self.store.delete(&Path::from(marker)).await;
+            if let Ok(marker) = Path::parse(marker) {
+                let _ = self.store.delete(&marker).await;
+            }
         }
         Ok(())
     }
 
     async fn abort_stale(&self, task: &TaskInfo, recovered: &[Committable]) -> Result<()> {
         let current = task.attempt.simple().to_string();
-        let listing = self.store.list_with_delimiter(Some(&self.root)).await?;
-        for obj in listing.objects {
+        let listing: Vec<_> =
+            futures::TryStreamExt::try_collect(self.store.list(Some(&self.root))).await?;
+        for obj in listing {
             let Some(name) = obj.location.filename() else {
                 continue;
             };
@@ -372,7 +489,10 @@ impl Committer for FileCommitter {
             ) {
                 tracing::info!("aborting the upload of '{target}' left by an earlier attempt");
                 let _ = mp
-                    .abort_multipart(&Path::from(target), &id.to_string())
+                    .abort_multipart(
+                        &Path::parse(target).map_err(|e| Error::Checkpoint(e.to_string()))?,
+                        &id.to_string(),
+                    )
                     .await;
             }
             self.store.delete(&obj.location).await?;

@@ -100,3 +100,26 @@ fn quickstart_commits_parquet_files() {
     }
     assert!(rows > 100_000, "only {rows} rows committed");
 }
+
+#[test]
+fn a_second_job_never_overwrites_committed_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let sql = format!(
+        "CREATE TABLE s (id BIGINT) WITH ('connector' = 'datagen', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '100');\n\
+         CREATE TABLE d (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+         INSERT INTO d SELECT id FROM s;",
+        out.display()
+    );
+    let s = write_script(tmp.path(), "job.sql", &sql);
+    run_ok(&[s.to_str().unwrap(), "-p", "2"]);
+    let first = committed_lines(&out);
+    run_ok(&[s.to_str().unwrap(), "-p", "2"]);
+    let both = committed_lines(&out);
+    assert_eq!(first.iter().filter(|l| *l != "id").count(), 100);
+    assert_eq!(
+        both.iter().filter(|l| *l != "id").count(),
+        200,
+        "the second run replaced files of the first"
+    );
+}

@@ -28,6 +28,19 @@ pub enum Command {
     Checkpoint {
         reply: oneshot::Sender<Result<CheckpointId>>,
     },
+    /// Stop the job with a savepoint written under `dir`; answers with its location.
+    StopWithSavepoint {
+        drain: bool,
+        dir: String,
+        reply: oneshot::Sender<Result<String>>,
+    },
+}
+
+/// A requested stop-with-savepoint.
+struct StopRequest {
+    drain: bool,
+    dir: String,
+    reply: oneshot::Sender<Result<String>>,
 }
 
 pub(crate) struct CoordinatorConfig {
@@ -51,6 +64,7 @@ struct Pending {
     acks: HashMap<TaskRef, (SubtaskStatus, String)>,
     waiting: Vec<TaskRef>,
     replies: Vec<oneshot::Sender<Result<CheckpointId>>>,
+    stop: Option<StopRequest>,
 }
 
 pub(crate) struct Coordinator {
@@ -82,6 +96,7 @@ impl Coordinator {
             .collect();
         let mut pending: Option<Pending> = None;
         let mut waiting_replies: Vec<oneshot::Sender<Result<CheckpointId>>> = Vec::new();
+        let mut stop_request: Option<StopRequest> = None;
         let mut completed: VecDeque<CheckpointId> = VecDeque::new();
         let mut outcome = CoordinatorOutcome::default();
         let mut asap = false;
@@ -98,7 +113,9 @@ impl Coordinator {
             }
             let deadline = match &pending {
                 Some(p) => p.started + self.config.timeout,
-                None if asap || !waiting_replies.is_empty() => Instant::now(),
+                None if asap || !waiting_replies.is_empty() || stop_request.is_some() => {
+                    Instant::now()
+                }
                 None => match self.config.interval {
                     Some(i) => (last_trigger + i).max(last_complete + self.config.min_pause),
                     None => Instant::now() + far,
@@ -141,11 +158,21 @@ impl Coordinator {
                         }
                     }
                 }
-                cmd = self.commands.recv() => {
-                    if let Some(Command::Checkpoint { reply }) = cmd {
-                        waiting_replies.push(reply);
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Checkpoint { reply }) => waiting_replies.push(reply),
+                    Some(Command::StopWithSavepoint { drain, dir, reply }) => {
+                        if stop_request.is_some() {
+                            let _ = reply.send(Err(Error::Checkpoint("a stop is already in progress".into())));
+                        } else if !self.config.checkpoints_after_finish {
+                            let _ = reply.send(Err(Error::Checkpoint(
+                                "stop-with-savepoint needs execution.checkpointing.checkpoints-after-tasks-finish = true".into(),
+                            )));
+                        } else {
+                            stop_request = Some(StopRequest { drain, dir, reply });
+                        }
                     }
-                }
+                    None => {}
+                },
                 _ = tokio::time::sleep_until(deadline) => {
                     if let Some(p) = pending.take() {
                         self.abort(p, "timed out").await;
@@ -166,7 +193,7 @@ impl Coordinator {
                     }
                     asap = false;
                     last_trigger = Instant::now();
-                    pending = self.trigger(&closed, std::mem::take(&mut waiting_replies));
+                    pending = self.trigger(&closed, std::mem::take(&mut waiting_replies), stop_request.take());
                 }
             }
         }
@@ -176,16 +203,35 @@ impl Coordinator {
         &mut self,
         closed: &[Vec<bool>],
         replies: Vec<oneshot::Sender<Result<CheckpointId>>>,
+        stop: Option<StopRequest>,
     ) -> Option<Pending> {
         let plan = plan_trigger(&self.upstream, closed);
         if plan.wait_for.is_empty() {
+            if let Some(stop) = stop {
+                let _ = stop
+                    .reply
+                    .send(Err(Error::Checkpoint("the job has finished".into())));
+            }
             return None;
         }
         let id = CheckpointId(self.next_id);
         self.next_id += 1;
-        let barrier = Barrier {
-            id,
-            kind: CheckpointKind::Checkpoint,
+        let kind = if stop.is_some() {
+            CheckpointKind::Savepoint
+        } else {
+            CheckpointKind::Checkpoint
+        };
+        let barrier = Barrier { id, kind };
+        let control = match &stop {
+            Some(s) => {
+                let mode = if s.drain {
+                    crate::message::StopMode::Drain
+                } else {
+                    crate::message::StopMode::NoDrain
+                };
+                Control::Stop(barrier, mode)
+            }
+            None => Control::Trigger(barrier),
         };
         tracing::debug!(
             checkpoint = id.0,
@@ -193,7 +239,7 @@ impl Coordinator {
             "trigger checkpoint"
         );
         for (v, s) in &plan.trigger {
-            let _ = self.controls[*v][*s].send(Control::Trigger(barrier));
+            let _ = self.controls[*v][*s].send(control.clone());
         }
         Some(Pending {
             id,
@@ -201,6 +247,7 @@ impl Coordinator {
             acks: HashMap::new(),
             waiting: plan.wait_for,
             replies,
+            stop,
         })
     }
 
@@ -250,6 +297,19 @@ impl Coordinator {
             max_parallelism: self.config.max_parallelism,
             vertices,
         };
+        let mut savepoint_location = None;
+        if let Some(dir) = p.stop.as_ref().map(|s| s.dir.clone()) {
+            let mut sp = meta.clone();
+            sp.savepoint = true;
+            match self.storage.copy_to_savepoint(&sp, &dir).await {
+                Ok(location) => savepoint_location = Some(location),
+                Err(e) => {
+                    let why = format!("cannot write the savepoint: {e}");
+                    self.abort(p, &why).await;
+                    return Ok(());
+                }
+            }
+        }
         if let Err(e) = self.storage.write_metadata(&meta).await {
             tracing::warn!("checkpoint {} failed: cannot write _metadata: {e}", p.id);
             self.abort(p, "cannot write _metadata").await;
@@ -278,6 +338,10 @@ impl Coordinator {
         for r in p.replies {
             let _ = r.send(Ok(p.id));
         }
+        if let (Some(stop), Some(location)) = (p.stop, savepoint_location) {
+            tracing::info!("savepoint {} written to {location}", p.id);
+            let _ = stop.reply.send(Ok(location));
+        }
         completed.push_back(p.id);
         while completed.len() > self.config.retained.max(1) {
             let old = completed.pop_front().expect("non-empty");
@@ -298,6 +362,12 @@ impl Coordinator {
         for r in p.replies {
             let _ = r.send(Err(Error::Checkpoint(format!(
                 "checkpoint {} aborted: {why}",
+                p.id
+            ))));
+        }
+        if let Some(stop) = p.stop {
+            let _ = stop.reply.send(Err(Error::Checkpoint(format!(
+                "savepoint {} failed: {why}",
                 p.id
             ))));
         }

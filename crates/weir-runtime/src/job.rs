@@ -118,6 +118,33 @@ impl JobHandle {
             .map_err(|_| Error::Checkpoint("the job has ended".into()))?
     }
 
+    /// Stops the job with a savepoint under `dir` (FLIP-147's protocol). With `drain`
+    /// sources end their input (MAX watermark, `end_input`, `finish`), everything is
+    /// committed and the job ends for good; without, operators are not finished and the job
+    /// can later resume from the savepoint exactly. Returns the savepoint's location; the
+    /// job ends once every task closed. If the savepoint fails the job keeps its state and
+    /// the error says why.
+    pub async fn stop_with_savepoint(&self, drain: bool, dir: &str) -> Result<String> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::StopWithSavepoint {
+                drain,
+                dir: dir.to_string(),
+                reply: tx,
+            })
+            .await
+            .map_err(|_| Error::Checkpoint("the job has ended".into()))?;
+        rx.await
+            .map_err(|_| Error::Checkpoint("the job has ended".into()))?
+    }
+
+    /// A cheap handle for sending commands (checkpoint, stop) from another task.
+    pub fn controller(&self) -> JobController {
+        JobController {
+            commands: self.commands.clone(),
+        }
+    }
+
     /// Cancels the job: tasks stop at once, nothing more is committed.
     pub fn cancel(&self) {
         self.join.abort();
@@ -125,6 +152,29 @@ impl JobHandle {
 
     pub fn is_finished(&self) -> bool {
         self.join.is_finished()
+    }
+}
+
+/// Sends commands to a running job; obtained from [`JobHandle::controller`].
+#[derive(Clone)]
+pub struct JobController {
+    commands: mpsc::Sender<Command>,
+}
+
+impl JobController {
+    /// See [`JobHandle::stop_with_savepoint`].
+    pub async fn stop_with_savepoint(&self, drain: bool, dir: &str) -> Result<String> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::StopWithSavepoint {
+                drain,
+                dir: dir.to_string(),
+                reply: tx,
+            })
+            .await
+            .map_err(|_| Error::Checkpoint("the job has ended".into()))?;
+        rx.await
+            .map_err(|_| Error::Checkpoint("the job has ended".into()))?
     }
 }
 

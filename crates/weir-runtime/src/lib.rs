@@ -22,10 +22,12 @@ pub mod plan;
 pub mod source;
 pub mod storage;
 mod task;
+#[cfg(test)]
+mod tests;
 
 pub use checkpoint::{CheckpointMetadata, OperatorState, StateDistribution, SubtaskStatus};
 pub use graph::{Edge, JobGraph, Partitioning, Vertex};
-pub use job::{JobHandle, JobOptions, JobOutcome, RestoreFrom, start};
+pub use job::{JobController, JobHandle, JobOptions, JobOutcome, RestoreFrom, start};
 pub use message::{Barrier, CheckpointKind, Message, StopMode};
 pub use metrics::JobMetrics;
 pub use operator::{Operator, OperatorFactory, Output, StreamItem, TaskInfo};

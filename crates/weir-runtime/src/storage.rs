@@ -184,6 +184,39 @@ impl CheckpointStorage {
         Ok(())
     }
 
+    /// Writes a self-contained copy of checkpoint `meta` (state files, then `_metadata`)
+    /// as `<dir>/savepoint-<job>-<id>` and returns that location.
+    pub async fn copy_to_savepoint(&self, meta: &CheckpointMetadata, dir: &str) -> Result<String> {
+        let (store, base) = resolve_location(dir)?;
+        let name = format!(
+            "savepoint-{}-{}",
+            &meta.job_id[..8.min(meta.job_id.len())],
+            meta.checkpoint_id.0
+        );
+        let target = base.join(name.as_str());
+        let source = self.checkpoint_path(meta.checkpoint_id);
+        for v in &meta.vertices {
+            for s in &v.subtasks {
+                if let Some(file) = &s.state_file {
+                    let bytes = self
+                        .store
+                        .get(&source.clone().join(file.as_str()))
+                        .await?
+                        .bytes()
+                        .await?;
+                    store
+                        .put(&target.clone().join(file.as_str()), PutPayload::from(bytes))
+                        .await?;
+                }
+            }
+        }
+        let bytes = serde_json::to_vec_pretty(meta)?;
+        store
+            .put(&target.join("_metadata"), PutPayload::from(bytes))
+            .await?;
+        Ok(format!("{}/{name}", dir.trim_end_matches('/')))
+    }
+
     /// Deletes everything of checkpoint `id`.
     pub async fn discard(&self, id: CheckpointId) -> Result<()> {
         let prefix = self.checkpoint_path(id);

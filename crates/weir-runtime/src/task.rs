@@ -33,6 +33,9 @@ use weir_common::{CheckpointId, Error, MAX_WATERMARK, Result};
 pub(crate) enum Control {
     /// Start checkpoint `barrier` here: sent to tasks with no running upstream task.
     Trigger(Barrier),
+    /// Stop with savepoint `barrier`: end input (`mode` says whether to drain), then take
+    /// the savepoint. Sent like `Trigger`.
+    Stop(Barrier, StopMode),
     Complete(CheckpointId),
     Aborted(CheckpointId),
 }
@@ -104,6 +107,8 @@ pub(crate) struct Task {
 
 struct State {
     phase: Phase,
+    /// How the task finished (`NoDrain`: stopped with a savepoint to resume from).
+    stop_mode: Option<StopMode>,
     aligning: Option<Barrier>,
     acked_after_finish: Option<CheckpointId>,
     watermark: i64,
@@ -128,6 +133,7 @@ impl Task {
         let num_inputs = self.inputs.iter().map(|c| c.input + 1).max().unwrap_or(0);
         let mut st = State {
             phase: Phase::Running,
+            stop_mode: None,
             aligning: None,
             acked_after_finish: None,
             watermark: i64::MIN,
@@ -187,11 +193,21 @@ impl Task {
     async fn on_control(&mut self, st: &mut State, control: Control) -> Result<()> {
         match control {
             Control::Trigger(barrier) => {
-                // Only tasks without running upstream tasks are triggered; drain what the
-                // closed upstream tasks sent before their end.
-                while self.inputs.iter().any(|c| !c.closed) {
-                    let (i, m) = poll_inputs(&mut self.inputs, &mut st.next_channel).await;
-                    Box::pin(self.on_input(st, i, m)).await?;
+                self.drain_closed_inputs(st).await?;
+                if st.phase != Phase::Closed {
+                    self.checkpoint(st, barrier).await?;
+                }
+            }
+            Control::Stop(barrier, mode) => {
+                self.drain_closed_inputs(st).await?;
+                if st.phase == Phase::Running {
+                    // Only sources (or tasks whose inputs all ended) are stopped directly;
+                    // the rest learn of the stop through EndOfData, in order.
+                    if mode == StopMode::Drain {
+                        self.push(0, 0, vec![StreamItem::Watermark(MAX_WATERMARK)])
+                            .await?;
+                    }
+                    self.finish(st, mode, true).await?;
                 }
                 if st.phase != Phase::Closed {
                     self.checkpoint(st, barrier).await?;
@@ -299,6 +315,16 @@ impl Task {
         Ok(())
     }
 
+    /// A triggered task has no running upstream task: take in what the closed upstream
+    /// tasks sent before their end.
+    async fn drain_closed_inputs(&mut self, st: &mut State) -> Result<()> {
+        while self.inputs.iter().any(|c| !c.closed) {
+            let (i, m) = poll_inputs(&mut self.inputs, &mut st.next_channel).await;
+            Box::pin(self.on_input(st, i, m)).await?;
+        }
+        Ok(())
+    }
+
     async fn check_aligned(&mut self, st: &mut State) -> Result<()> {
         let Some(barrier) = st.aligning else {
             return Ok(());
@@ -375,8 +401,9 @@ impl Task {
             .write_task_state(barrier.id, &file, &snapshot)
             .await?;
         weir_common::failpoint("after-task-state");
-        let status = match st.phase {
-            Phase::Running => SubtaskStatus::Running,
+        // A task stopped without drain resumes from this state: it is not finished.
+        let status = match (st.phase, st.stop_mode) {
+            (Phase::Running, _) | (_, Some(StopMode::NoDrain)) => SubtaskStatus::Running,
             _ => SubtaskStatus::FinishedData,
         };
         if st.phase == Phase::Finished && st.acked_after_finish.is_none() {
@@ -397,7 +424,7 @@ impl Task {
         if mode == StopMode::Drain {
             for i in 0..self.operators.len() {
                 let mut out = Output::default();
-                if i > 0 || source_ended {
+                if i > 0 || (source_ended && self.inputs.is_empty()) {
                     self.operators[i].end_input(0, &mut out).await?;
                 }
                 self.operators[i].finish(&mut out).await?;
@@ -406,6 +433,7 @@ impl Task {
         }
         self.output.broadcast(Message::EndOfData(mode)).await?;
         st.phase = Phase::Finished;
+        st.stop_mode = Some(mode);
         let _ = self.events.send(TaskEvent::EndOfData {
             task: self.task_ref,
         });

@@ -1,0 +1,510 @@
+//! Runtime scenarios with lifecycle validators in the manner of Flink's: operators record
+//! every lifecycle call, and the recorded histories are checked against the FLIP-147 rules.
+
+use crate::checkpoint::{OperatorState, StateDistribution};
+use crate::graph::{JobGraph, Partitioning, Vertex};
+use crate::job::{JobOptions, RestoreFrom, start};
+use crate::operator::{Operator, OperatorFactory, Output, TaskInfo};
+use crate::source::{Source, SourceFactory, SourcePoll};
+use arrow::array::{AsArray, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use weir_common::{CheckpointId, MAX_WATERMARK, Result};
+
+#[derive(Debug, Clone, PartialEq)]
+enum Event {
+    Open,
+    Batch,
+    Watermark(i64),
+    Prepare(u64),
+    Snapshot(u64),
+    Complete(u64),
+    Aborted(u64),
+    EndInput(usize),
+    Finish,
+    Close,
+}
+
+type Log = Arc<Mutex<Vec<(String, Event)>>>;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]))
+}
+
+/// Emits `0..rows` (or forever when `rows` is `None`) in batches of 10, 1 ms apart.
+struct CountingSourceFactory {
+    rows: Option<i64>,
+}
+
+struct CountingSource {
+    next: i64,
+    end: Option<i64>,
+    step: i64,
+    idle: bool,
+}
+
+impl SourceFactory for CountingSourceFactory {
+    fn name(&self) -> String {
+        "counting".into()
+    }
+    fn schema(&self) -> SchemaRef {
+        schema()
+    }
+    fn is_bounded(&self) -> bool {
+        self.rows.is_some()
+    }
+    fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
+        // One split per subtask: (next value, step).
+        let next = match restored.and_then(|s| s.items.first().cloned()) {
+            Some(v) => v.as_i64().unwrap(),
+            None => task.subtask as i64,
+        };
+        Ok(Box::new(CountingSource {
+            next,
+            end: self.rows,
+            step: task.parallelism as i64,
+            idle: false,
+        }))
+    }
+}
+
+#[async_trait]
+impl Source for CountingSource {
+    async fn poll_next(&mut self) -> Result<SourcePoll> {
+        if self.end.is_some_and(|e| self.next >= e) {
+            return Ok(SourcePoll::Finished);
+        }
+        self.idle = !self.idle;
+        if self.idle {
+            return Ok(SourcePoll::Idle(Duration::from_millis(1)));
+        }
+        let values: Vec<i64> = (0..10)
+            .map(|i| self.next + i * self.step)
+            .filter(|v| self.end.is_none_or(|e| *v < e))
+            .collect();
+        self.next += 10 * self.step;
+        let batch = RecordBatch::try_new(schema(), vec![Arc::new(Int64Array::from(values))])?;
+        Ok(SourcePoll::Batch(batch))
+    }
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        Ok(OperatorState::new(
+            StateDistribution::RoundRobin,
+            vec![self.next.into()],
+        ))
+    }
+}
+
+/// Passes batches on and records its lifecycle; `collect` keeps the values it saw.
+struct Recorder {
+    name: String,
+    log: Log,
+    collect: Option<Arc<Mutex<Vec<i64>>>>,
+}
+
+impl Recorder {
+    fn record(&self, e: Event) {
+        self.log.lock().unwrap().push((self.name.clone(), e));
+    }
+}
+
+#[async_trait]
+impl Operator for Recorder {
+    async fn open(&mut self, _: Option<OperatorState>) -> Result<()> {
+        self.record(Event::Open);
+        Ok(())
+    }
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        self.record(Event::Batch);
+        if let Some(c) = &self.collect {
+            c.lock()
+                .unwrap()
+                .extend(batch.column(0).as_primitive::<Int64Type>().values().iter());
+        }
+        out.emit(batch);
+        Ok(())
+    }
+    async fn process_watermark(&mut self, w: i64, out: &mut Output) -> Result<()> {
+        self.record(Event::Watermark(w));
+        out.emit_watermark(w);
+        Ok(())
+    }
+    async fn prepare_snapshot_pre_barrier(
+        &mut self,
+        id: CheckpointId,
+        _: &mut Output,
+    ) -> Result<()> {
+        self.record(Event::Prepare(id.0));
+        Ok(())
+    }
+    fn snapshot_state(&mut self, id: CheckpointId) -> Result<OperatorState> {
+        self.record(Event::Snapshot(id.0));
+        Ok(OperatorState::default())
+    }
+    async fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<()> {
+        self.record(Event::Complete(id.0));
+        Ok(())
+    }
+    async fn notify_checkpoint_aborted(&mut self, id: CheckpointId) -> Result<()> {
+        self.record(Event::Aborted(id.0));
+        Ok(())
+    }
+    async fn end_input(&mut self, input: usize, _: &mut Output) -> Result<()> {
+        self.record(Event::EndInput(input));
+        Ok(())
+    }
+    async fn finish(&mut self, _: &mut Output) -> Result<()> {
+        self.record(Event::Finish);
+        Ok(())
+    }
+    async fn close(&mut self) -> Result<()> {
+        self.record(Event::Close);
+        Ok(())
+    }
+}
+
+struct RecorderFactory {
+    name: String,
+    log: Log,
+    collect: Option<Arc<Mutex<Vec<i64>>>>,
+}
+
+impl OperatorFactory for RecorderFactory {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(Recorder {
+            name: format!("{}#{}", self.name, task.subtask),
+            log: self.log.clone(),
+            collect: self.collect.clone(),
+        }))
+    }
+}
+
+fn recorder(
+    name: &str,
+    log: &Log,
+    collect: Option<Arc<Mutex<Vec<i64>>>>,
+) -> Arc<dyn OperatorFactory> {
+    Arc::new(RecorderFactory {
+        name: name.into(),
+        log: log.clone(),
+        collect,
+    })
+}
+
+fn histories(log: &Log) -> std::collections::BTreeMap<String, Vec<Event>> {
+    let mut h: std::collections::BTreeMap<String, Vec<Event>> = Default::default();
+    for (who, e) in log.lock().unwrap().iter() {
+        h.entry(who.clone()).or_default().push(e.clone());
+    }
+    h
+}
+
+/// The FLIP-147 lifecycle rules, checked on every operator's history.
+fn validate(log: &Log, drained: bool) -> Vec<u64> {
+    let mut final_snapshots = Vec::new();
+    for (who, events) in histories(log) {
+        assert_eq!(
+            events.first(),
+            Some(&Event::Open),
+            "{who}: first call is open"
+        );
+        assert_eq!(
+            events.last(),
+            Some(&Event::Close),
+            "{who}: last call is close"
+        );
+        assert_eq!(
+            events.iter().filter(|e| **e == Event::Close).count(),
+            1,
+            "{who}: one close"
+        );
+        let finish = events.iter().position(|e| *e == Event::Finish);
+        if drained {
+            let finish = finish.unwrap_or_else(|| panic!("{who}: never finished: {events:?}"));
+            // After finish(): checkpoint events only, then close.
+            for e in &events[finish + 1..] {
+                assert!(
+                    matches!(
+                        e,
+                        Event::Prepare(_)
+                            | Event::Snapshot(_)
+                            | Event::Complete(_)
+                            | Event::Aborted(_)
+                            | Event::Close
+                    ),
+                    "{who}: {e:?} after finish: {events:?}"
+                );
+            }
+            // MAX watermark exactly once, before the end of the last input (operators see
+            // the combined watermark, which reaches MAX when the last input does).
+            let max_at: Vec<_> = events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| **e == Event::Watermark(MAX_WATERMARK))
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(
+                max_at.len(),
+                1,
+                "{who}: MAX watermark {} times",
+                max_at.len()
+            );
+            let end_input = events
+                .iter()
+                .rposition(|e| matches!(e, Event::EndInput(_)))
+                .expect("end_input");
+            assert!(
+                max_at[0] < end_input,
+                "{who}: MAX watermark after the last end_input"
+            );
+        } else {
+            assert!(
+                finish.is_none(),
+                "{who}: finished although stopped without drain"
+            );
+        }
+        // A checkpoint snapshotted after finishing (or stopping) completes before close.
+        let after = finish.unwrap_or(0);
+        let snapshot = events[after..].iter().find_map(|e| {
+            if let Event::Snapshot(id) = e {
+                Some(*id)
+            } else {
+                None
+            }
+        });
+        let snapshot =
+            snapshot.unwrap_or_else(|| panic!("{who}: no checkpoint after finishing: {events:?}"));
+        let close = events.len() - 1;
+        assert!(
+            events[after..close]
+                .iter()
+                .any(|e| matches!(e, Event::Complete(id) if *id >= snapshot)),
+            "{who}: closed before its final checkpoint {snapshot} completed: {events:?}"
+        );
+        let last_snapshot = events.iter().rev().find_map(|e| {
+            if let Event::Snapshot(id) = e {
+                Some(*id)
+            } else {
+                None
+            }
+        });
+        final_snapshots.push(last_snapshot.unwrap());
+    }
+    final_snapshots
+}
+
+fn vertex(
+    uid: &str,
+    p: usize,
+    source: Option<Arc<dyn SourceFactory>>,
+    ops: Vec<Arc<dyn OperatorFactory>>,
+) -> Vertex {
+    Vertex {
+        uid: uid.into(),
+        name: uid.into(),
+        parallelism: p,
+        source,
+        operators: ops,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_job_follows_the_lifecycle_and_shares_one_final_checkpoint() {
+    let log: Log = Default::default();
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let mut g = JobGraph::default();
+    let src = g.add_vertex(vertex(
+        "src",
+        2,
+        Some(Arc::new(CountingSourceFactory { rows: Some(500) })),
+        vec![recorder("map", &log, None)],
+    ));
+    let agg = g.add_vertex(vertex(
+        "keyed",
+        3,
+        None,
+        vec![
+            recorder("keyed", &log, None),
+            recorder("sink", &log, Some(collected.clone())),
+        ],
+    ));
+    g.connect(src, agg, Partitioning::Hash(vec![0]), 0);
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_millis(20)),
+        ..Default::default()
+    };
+    let job = start(g, opts).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), job.wait())
+        .await
+        .expect("job hangs")
+        .unwrap();
+    validate(&log, true);
+    let mut v = collected.lock().unwrap().clone();
+    v.sort();
+    assert_eq!(v, (0..500).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_and_unbounded_sources_into_a_two_input_operator_stop_with_drain() {
+    let log: Log = Default::default();
+    let mut g = JobGraph::default();
+    let bounded = g.add_vertex(vertex(
+        "bounded",
+        1,
+        Some(Arc::new(CountingSourceFactory { rows: Some(100) })),
+        vec![],
+    ));
+    let unbounded = g.add_vertex(vertex(
+        "unbounded",
+        2,
+        Some(Arc::new(CountingSourceFactory { rows: None })),
+        vec![],
+    ));
+    let two = g.add_vertex(vertex(
+        "two-input",
+        2,
+        None,
+        vec![recorder("two-input", &log, None)],
+    ));
+    g.connect(bounded, two, Partitioning::Rebalance, 0);
+    g.connect(unbounded, two, Partitioning::Forward, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_millis(30)),
+        checkpoint_dir: Some(dir.path().join("chk").to_string_lossy().into()),
+        ..Default::default()
+    };
+    let job = start(g, opts).await.unwrap();
+    // The bounded source finishes early; checkpoints go on with a finished task.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        job.metrics.checkpoints_completed() >= 3,
+        "checkpoints stopped after a task finished"
+    );
+    let before = histories(&log);
+    assert!(
+        before.values().all(|h| !h.contains(&Event::Finish)),
+        "the two-input operator finished with one input running"
+    );
+    let savepoint = job
+        .stop_with_savepoint(true, dir.path().join("sp").to_str().unwrap())
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), job.wait())
+        .await
+        .expect("job hangs")
+        .unwrap();
+    let finals = validate(&log, true);
+    assert!(
+        finals.windows(2).all(|w| w[0] == w[1]),
+        "tasks finished on different savepoints: {finals:?}"
+    );
+    let meta = crate::storage::RestoredCheckpoint::open(&savepoint)
+        .await
+        .unwrap()
+        .metadata;
+    assert!(meta.savepoint);
+    assert_eq!(meta.checkpoint_id.0, finals[0]);
+    assert!(
+        meta.vertices.iter().all(|v| v.fully_finished()),
+        "a drained savepoint has only finished operators"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_without_drain_resumes_exactly_at_another_parallelism() {
+    let log: Log = Default::default();
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let build = |p: usize, log: &Log| {
+        let mut g = JobGraph::default();
+        let src = g.add_vertex(vertex(
+            "src",
+            2,
+            Some(Arc::new(CountingSourceFactory { rows: Some(3000) })),
+            vec![],
+        ));
+        let sink = g.add_vertex(vertex(
+            "sink",
+            p,
+            None,
+            vec![recorder("sink", log, Some(collected.clone()))],
+        ));
+        g.connect(src, sink, Partitioning::Rebalance, 0);
+        g
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let chk = dir.path().join("chk").to_string_lossy().to_string();
+    let opts = JobOptions {
+        checkpoint_dir: Some(chk.clone()),
+        ..Default::default()
+    };
+    let job = start(build(2, &log), opts.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let savepoint = job
+        .stop_with_savepoint(false, dir.path().join("sp").to_str().unwrap())
+        .await
+        .unwrap();
+    job.wait().await.unwrap();
+    let finals = validate(&log, false);
+    assert!(finals.windows(2).all(|w| w[0] == w[1]));
+    let first = collected.lock().unwrap().len();
+    assert!(first > 0 && first < 3000, "stopped after {first} rows");
+
+    let log2: Log = Default::default();
+    let opts = JobOptions {
+        restore: Some(RestoreFrom::Path(savepoint)),
+        ..opts
+    };
+    let job = start(build(3, &log2), opts).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), job.wait())
+        .await
+        .expect("job hangs")
+        .unwrap();
+    validate(&log2, true);
+    let mut v = collected.lock().unwrap().clone();
+    v.sort();
+    assert_eq!(
+        v,
+        (0..3000).collect::<Vec<_>>(),
+        "rows lost or repeated across the savepoint"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_finishing_while_checkpoints_are_triggered_never_hang() {
+    // Checkpoints every millisecond race with tasks finishing and closing: triggers reach
+    // tasks that just closed, which must decline that checkpoint and let the next succeed.
+    for round in 0..15 {
+        let log: Log = Default::default();
+        let mut g = JobGraph::default();
+        let src = g.add_vertex(vertex(
+            "src",
+            2,
+            Some(Arc::new(CountingSourceFactory {
+                rows: Some(40 + round),
+            })),
+            vec![recorder("a", &log, None)],
+        ));
+        let b = g.add_vertex(vertex("b", 2, None, vec![recorder("b", &log, None)]));
+        g.connect(src, b, Partitioning::Rebalance, 0);
+        let opts = JobOptions {
+            checkpoint_interval: Some(Duration::from_millis(1)),
+            ..Default::default()
+        };
+        let job = start(g, opts).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(20), job.wait())
+            .await
+            .expect("job hangs")
+            .unwrap();
+        validate(&log, true);
+    }
+}

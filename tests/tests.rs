@@ -7,4 +7,5 @@ mod errors;
 mod finishing;
 mod golden;
 mod s3;
+mod savepoint;
 mod sources;

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use weir::{Engine, Outcome, RestoreFrom};
 
+mod control;
+
 #[derive(Parser)]
 #[command(
     name = "weir",
@@ -54,6 +56,21 @@ enum Command {
         #[arg(long, short = 'q')]
         quiet: bool,
     },
+    /// Stop a running job with a savepoint (Flink's `stop`).
+    Stop {
+        /// The job id (or a unique prefix of it), as `weir list` shows.
+        job: String,
+        /// Drain: end the input, fire everything, commit all; the job ends for good.
+        /// Without it the job can resume from the savepoint with `--restore`.
+        #[arg(long)]
+        drain: bool,
+        /// Folder or URL for the savepoint (default: execution.checkpointing.savepoint-dir
+        /// of the job).
+        #[arg(long)]
+        savepoint_dir: Option<String>,
+    },
+    /// List the jobs running on this machine for this user.
+    List,
 }
 
 fn main() {
@@ -121,6 +138,18 @@ fn print_table(header: &[String], rows: &[Vec<String>]) {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Stop {
+            job,
+            drain,
+            savepoint_dir,
+        } => control::stop(&job, drain, savepoint_dir).await,
+        Command::List => control::list().await,
+        run @ Command::Run { .. } => run_script(run).await,
+    }
+}
+
+async fn run_script(command: Command) -> anyhow::Result<i32> {
     let Command::Run {
         file,
         mode,
@@ -130,7 +159,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         restore,
         define,
         quiet,
-    } = cli.command;
+    } = command
+    else {
+        unreachable!("run_script takes Command::Run")
+    };
     let sql = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read '{}'", file.display()))?;
     let in_file = |e: weir::Error| anyhow::anyhow!("{}: {e}", file.display());
@@ -186,6 +218,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     if let Some(from) = &job.restored_from {
         eprintln!("weir: restored from {from}");
     }
+    let socket = control::serve(&job, engine.config().savepoint_dir())?;
     let metrics = job.metrics.clone();
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
@@ -225,7 +258,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     if tty && shown {
         eprintln!();
     }
+    drop(socket);
     let outcome = result?;
+    if let Some(savepoint) = control::stopped_with() {
+        eprintln!(
+            "weir: job {} stopped with savepoint {savepoint}",
+            outcome.job_id
+        );
+    }
     if !quiet {
         eprintln!(
             "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}",

@@ -25,6 +25,7 @@ mod task;
 #[cfg(test)]
 mod tests;
 
+pub use async_trait::async_trait;
 pub use checkpoint::{CheckpointMetadata, OperatorState, StateDistribution, SubtaskStatus};
 pub use graph::{Edge, JobGraph, Partitioning, Vertex};
 pub use job::{JobController, JobHandle, JobOptions, JobOutcome, RestoreFrom, start};

@@ -2,7 +2,8 @@
 //! committed lines must equal `tests/sql/NAME.expected`. Every script runs three ways —
 //! straight through at parallelism 1; at parallelism 2 with checkpoints every 100 ms;
 //! and at parallelism 2, SIGKILLed after its first checkpoint, restored at parallelism
-//! 3 — and all three must agree with the golden file. `WEIR_BLESS=1` rewrites the files.
+//! 3 — and all three must agree with the golden file. A fourth run in batch mode
+//! (DataFusion's execution) must agree too. `WEIR_BLESS=1` rewrites the files.
 
 use crate::common::*;
 use std::path::Path;
@@ -112,6 +113,21 @@ fn golden(name: &str) {
         committed_lines(&out),
         expected,
         "{name}: killed and restored at p=3 differs"
+    );
+
+    // 4. Batch mode: the same rows, computed by DataFusion.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let script = write_script(
+        tmp.path(),
+        "job.sql",
+        &render(&template, &[("out", out.to_str().unwrap())]),
+    );
+    run_ok(&[script.to_str().unwrap(), "--mode", "batch"]);
+    assert_eq!(
+        committed_lines(&out),
+        expected,
+        "{name}: batch mode differs from streaming"
     );
 }
 

@@ -167,41 +167,69 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         .with_context(|| format!("cannot read '{}'", file.display()))?;
     let in_file = |e: weir::Error| anyhow::anyhow!("{}: {e}", file.display());
     let mut engine = Engine::default();
+    // Command-line settings win over the script's SET statements: they are applied before
+    // the script and again after each statement.
+    let apply_overrides = |config: &mut weir::Config| -> anyhow::Result<()> {
+        for d in &define {
+            let Some((k, v)) = d.split_once('=') else {
+                bail!("-D expects KEY=VALUE, got '{d}'")
+            };
+            config.set(k.trim(), v.trim())?;
+        }
+        if let Some(m) = mode {
+            let mode = match m {
+                Mode::Streaming => "streaming",
+                Mode::Batch => "batch",
+            };
+            config.set("execution.runtime-mode", mode)?;
+        }
+        if let Some(p) = parallelism {
+            config.set("parallelism.default", &p.to_string())?;
+        }
+        if let Some(dir) = &checkpoint_dir {
+            config.set("execution.checkpointing.dir", dir)?;
+        }
+        if let Some(i) = &checkpoint_interval {
+            config.set("execution.checkpointing.interval", i)?;
+        }
+        Ok(())
+    };
+    apply_overrides(engine.config_mut())?;
     let statements = engine.parse(&sql).map_err(in_file)?;
     let mut plans = Vec::new();
+    let mut batch_queries = Vec::new();
     for stmt in &statements {
         match engine.execute(stmt).await.map_err(in_file)? {
             Outcome::Done(_) => {}
             Outcome::Table { header, rows } => print_table(&header, &rows),
             Outcome::Explain(text) => println!("{text}"),
             Outcome::Job(plan) => plans.push(*plan),
+            Outcome::Batch(query) => batch_queries.push(*query),
         }
+        apply_overrides(engine.config_mut())?;
     }
-    // Command-line settings win over the script's SET statements.
-    let config = engine.config_mut();
-    for d in &define {
-        let Some((k, v)) = d.split_once('=') else {
-            bail!("-D expects KEY=VALUE, got '{d}'")
-        };
-        config.set(k.trim(), v.trim())?;
-    }
-    if let Some(m) = mode {
-        config.set(
-            "execution.runtime-mode",
-            match m {
-                Mode::Streaming => "streaming",
-                Mode::Batch => "batch",
-            },
-        )?;
-    }
-    if let Some(p) = parallelism {
-        config.set("parallelism.default", &p.to_string())?;
-    }
-    if let Some(dir) = &checkpoint_dir {
-        config.set("execution.checkpointing.dir", dir)?;
-    }
-    if let Some(i) = &checkpoint_interval {
-        config.set("execution.checkpointing.interval", i)?;
+    if !batch_queries.is_empty() {
+        let started = Instant::now();
+        let mut written = 0;
+        for query in &batch_queries {
+            match engine.run_batch(query).await.map_err(in_file)? {
+                weir::engine::BatchResult::Rows(batches) => {
+                    println!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
+                    let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+                    println!("{n} row(s) in set");
+                }
+                weir::engine::BatchResult::Written(n) => written += n,
+            }
+        }
+        if !quiet {
+            eprintln!(
+                "weir: batch job finished in {:.1}s: {written} rows committed{}",
+                started.elapsed().as_secs_f64(),
+                peak_rss_mb()
+                    .map(|mb| format!(", peak RSS {mb} MB"))
+                    .unwrap_or_default()
+            );
+        }
     }
     if plans.is_empty() {
         return Ok(0);

@@ -21,6 +21,8 @@ pub enum Outcome {
     Explain(String),
     /// A planned job (INSERT INTO or SELECT), not started yet.
     Job(Box<StreamPlan>),
+    /// A planned batch query (`execution.runtime-mode` = `batch`), not run yet.
+    Batch(Box<crate::batch::BatchQuery>),
 }
 
 /// A SQL session.
@@ -37,10 +39,17 @@ impl Default for Engine {
 
 impl Engine {
     pub fn new(config: Config) -> Self {
-        Self {
-            planner: Planner::new(),
-            config,
-        }
+        let mut planner = Planner::new();
+        planner.set_batch_scan(std::sync::Arc::new(crate::batch::ConnectorBatchScan));
+        Self { planner, config }
+    }
+
+    /// Runs a batch query (see [`crate::batch`]).
+    pub async fn run_batch(
+        &self,
+        query: &crate::batch::BatchQuery,
+    ) -> Result<crate::batch::BatchResult> {
+        crate::batch::run(&self.planner, query).await
     }
 
     pub fn config(&self) -> &Config {
@@ -188,6 +197,27 @@ impl Engine {
                         .collect(),
                 })
             }
+            WeirStatement::Insert { table, query } if self.batch_mode() => {
+                let sink = self
+                    .planner
+                    .catalog
+                    .tables
+                    .get(table)
+                    .cloned()
+                    .ok_or_else(|| Error::plan(format!("INSERT INTO '{table}': no such table")))?;
+                let logical = self.planner.optimized(query).await?;
+                Ok(Outcome::Batch(Box::new(crate::batch::BatchQuery {
+                    logical,
+                    sink: Some(sink),
+                })))
+            }
+            WeirStatement::Select(query) if self.batch_mode() => {
+                let logical = self.planner.optimized(query).await?;
+                Ok(Outcome::Batch(Box::new(crate::batch::BatchQuery {
+                    logical,
+                    sink: None,
+                })))
+            }
             WeirStatement::Insert { table, query } => Ok(Outcome::Job(Box::new(
                 self.planner.plan_insert(table, query).await?,
             ))),
@@ -212,15 +242,13 @@ impl Engine {
         }
     }
 
+    fn batch_mode(&self) -> bool {
+        self.config.runtime_mode() == RuntimeMode::Batch
+    }
+
     /// Compiles planned statements into one job graph (one job per script, like a Flink
     /// statement set), creating and validating sources and sinks.
     pub async fn build_job(&self, plans: &[StreamPlan]) -> Result<JobGraph> {
-        if self.config.runtime_mode() == RuntimeMode::Batch {
-            return Err(Error::config(
-                "batch mode ('execution.runtime-mode' = 'batch') is not implemented yet; \
-                 run bounded queries in streaming mode, which gives the same final result",
-            ));
-        }
         let mut graph = JobGraph::default();
         for (i, plan) in plans.iter().enumerate() {
             compile_into(&mut graph, plan, i, self.config.parallelism()).await?;

@@ -5,8 +5,10 @@
 //! It joins the layers below it — `weir-sql` (planning), `weir-runtime` (execution) and
 //! `weir-connectors` (I/O) — which do not know each other.
 
+pub mod batch;
 pub mod compile;
 pub mod engine;
 pub mod operators;
 
+pub use batch::{BatchQuery, BatchResult};
 pub use engine::{Engine, Outcome};

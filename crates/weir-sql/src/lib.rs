@@ -16,4 +16,4 @@ pub mod types;
 pub use catalog::{Catalog, TableDef, ViewDef};
 pub use parser::{Located, WeirStatement, parse_script};
 pub use plan::{CalcStep, PlanNode, StreamPlan};
-pub use planner::Planner;
+pub use planner::{BatchScan, Planner, computed_physical};

@@ -23,11 +23,21 @@ use weir_common::{ConnectorOptions, Error, Result};
 const PHYSICAL: &str = "__weir_physical";
 const FULL: &str = "__weir_full";
 
-/// A table as DataFusion sees it: a schema and the table's definition.
+/// Reads a whole bounded table, for batch mode. The engine implements it with the
+/// connectors (this crate does not know them).
+#[async_trait]
+pub trait BatchScan: Send + Sync + std::fmt::Debug {
+    /// Every row of `table`, with its computed columns.
+    async fn scan_all(&self, table: &TableDef) -> Result<Vec<arrow::array::RecordBatch>>;
+}
+
+/// A table as DataFusion sees it: a schema and the table's definition. In streaming mode
+/// DataFusion never scans it; in batch mode `scan` reads it through [`BatchScan`].
 #[derive(Debug)]
 pub struct StreamTableProvider {
     pub schema: SchemaRef,
     pub table: Option<Arc<TableDef>>,
+    pub batch: Option<Arc<dyn BatchScan>>,
 }
 
 #[async_trait]
@@ -40,14 +50,22 @@ impl TableProvider for StreamTableProvider {
     }
     async fn scan(
         &self,
-        _state: &dyn Session,
-        _projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        Err(datafusion::error::DataFusionError::NotImplemented(
-            "streaming tables are read by Weir's runtime, not by DataFusion".into(),
-        ))
+        let (Some(scanner), Some(table)) = (&self.batch, &self.table) else {
+            return Err(datafusion::error::DataFusionError::NotImplemented(
+                "streaming tables are read by Weir's runtime, not by DataFusion".into(),
+            ));
+        };
+        let batches = scanner
+            .scan_all(table)
+            .await
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        let memory = datafusion::datasource::MemTable::try_new(self.schema.clone(), vec![batches])?;
+        memory.scan(state, projection, filters, limit).await
     }
 }
 
@@ -55,6 +73,7 @@ impl TableProvider for StreamTableProvider {
 pub struct Planner {
     ctx: SessionContext,
     pub catalog: Catalog,
+    batch: Option<Arc<dyn BatchScan>>,
 }
 
 impl Default for Planner {
@@ -102,7 +121,31 @@ impl Planner {
         Self {
             ctx: SessionContext::new_with_config(config),
             catalog: Catalog::default(),
+            batch: None,
         }
+    }
+
+    /// How tables are read in batch mode (set once, before tables are created).
+    pub fn set_batch_scan(&mut self, scan: Arc<dyn BatchScan>) {
+        self.batch = Some(scan);
+    }
+
+    /// Runs an optimized logical plan with DataFusion (batch mode).
+    pub async fn execute_batch(&self, plan: LogicalPlan) -> Result<Vec<arrow::array::RecordBatch>> {
+        let frame = self
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(plan_error)?;
+        frame.collect().await.map_err(|e| match e {
+            datafusion::error::DataFusionError::External(inner) => {
+                match inner.downcast::<Error>() {
+                    Ok(weir) => *weir,
+                    Err(other) => Error::External(other.to_string()),
+                }
+            }
+            other => Error::DataFusion(other),
+        })
     }
 
     /// The DataFusion session (to register functions).
@@ -184,6 +227,7 @@ impl Planner {
                 Arc::new(StreamTableProvider {
                     schema: physical_schema.clone(),
                     table: None,
+                    batch: None,
                 }),
             )?;
             let plan = self
@@ -235,6 +279,7 @@ impl Planner {
                     Arc::new(StreamTableProvider {
                         schema: schema.clone(),
                         table: None,
+                        batch: None,
                     }),
                 )?;
                 let plan = self
@@ -309,6 +354,7 @@ impl Planner {
             Arc::new(StreamTableProvider {
                 schema,
                 table: Some(def.clone()),
+                batch: self.batch.clone(),
             }),
         )?;
         self.catalog.tables.insert(ct.name.clone(), def.clone());
@@ -490,19 +536,7 @@ impl Planner {
                 if !scan.filters.is_empty() {
                     return Err(Error::internal("filters were pushed into a streaming scan"));
                 }
-                let computed = match &table.computed {
-                    None => None,
-                    Some(exprs) => {
-                        let schema =
-                            DFSchema::try_from_qualified_schema(PHYSICAL, &table.physical_schema)?;
-                        Some(
-                            exprs
-                                .iter()
-                                .map(|e| physical(e, &schema))
-                                .collect::<Result<Vec<_>>>()?,
-                        )
-                    }
-                };
+                let computed = computed_physical(&table)?;
                 let watermark = match &table.watermark {
                     None => None,
                     Some((_, e)) => {
@@ -573,6 +607,25 @@ impl Planner {
             }
         }
     }
+}
+
+/// The computed columns of `table` as physical expressions over its physical columns
+/// (producing its full schema), if it has any.
+pub fn computed_physical(table: &TableDef) -> Result<Option<Vec<PhysicalExprRef>>> {
+    let Some(exprs) = &table.computed else {
+        return Ok(None);
+    };
+    let state = SessionContext::new().state();
+    let schema = DFSchema::try_from_qualified_schema(PHYSICAL, &table.physical_schema)?;
+    let exprs = exprs
+        .iter()
+        .map(|e| {
+            state
+                .create_physical_expr(e.clone(), &schema)
+                .map_err(plan_error)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(exprs))
 }
 
 /// Turns pending steps into a `Calc` node (if there are any).

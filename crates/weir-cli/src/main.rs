@@ -52,6 +52,9 @@ enum Command {
         /// Set a configuration key, e.g. -D execution.checkpointing.num-retained=3.
         #[arg(short = 'D', value_name = "KEY=VALUE")]
         define: Vec<String>,
+        /// Fill a `${NAME}` placeholder of the script, e.g. --var EVENTS_NUM=1000000.
+        #[arg(long = "var", value_name = "NAME=VALUE")]
+        vars: Vec<String>,
         /// No progress line.
         #[arg(long, short = 'q')]
         quiet: bool,
@@ -102,6 +105,41 @@ fn main() {
     // Do not wait for detached background work (e.g. blocking file I/O) on exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     std::process::exit(code);
+}
+
+/// Replaces `${NAME}` with the values of `--var NAME=VALUE`; a placeholder left without a
+/// value is an error naming it.
+fn fill_placeholders(sql: &str, vars: &[String]) -> anyhow::Result<String> {
+    let mut out = sql.to_string();
+    for v in vars {
+        let Some((name, value)) = v.split_once('=') else {
+            bail!("--var expects NAME=VALUE, got '{v}'")
+        };
+        out = out.replace(&format!("${{{}}}", name.trim()), value);
+    }
+    let mut missing: Vec<&str> = Vec::new();
+    let mut rest = out.as_str();
+    while let Some(start) = rest.find("${") {
+        let Some(end) = rest[start..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + end];
+        if !missing.contains(&name) {
+            missing.push(name);
+        }
+        rest = &rest[start + end..];
+    }
+    if !missing.is_empty() {
+        bail!(
+            "the script has placeholders without a value: {}; pass --var NAME=VALUE",
+            missing
+                .iter()
+                .map(|m| format!("${{{m}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(out)
 }
 
 /// Peak resident memory of this process (Linux), in MiB.
@@ -158,6 +196,7 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         checkpoint_interval,
         restore,
         define,
+        vars,
         quiet,
     } = command
     else {
@@ -165,6 +204,8 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     };
     let sql = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read '{}'", file.display()))?;
+    let sql =
+        fill_placeholders(&sql, &vars).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let in_file = |e: weir::Error| anyhow::anyhow!("{}: {e}", file.display());
     let mut engine = Engine::default();
     // Command-line settings win over the script's SET statements: they are applied before

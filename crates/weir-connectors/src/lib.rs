@@ -8,6 +8,7 @@
 pub mod blackhole;
 pub mod datagen;
 pub mod filesystem;
+pub mod nexmark;
 pub mod print;
 pub mod two_phase;
 
@@ -24,6 +25,7 @@ pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
         filesystem::SOURCE_OPTIONS,
         filesystem::SINK_OPTIONS,
     ),
+    ("nexmark", nexmark::OPTIONS, &[]),
     ("print", &[], print::OPTIONS),
     ("blackhole", &[], blackhole::OPTIONS),
 ];
@@ -69,6 +71,9 @@ pub async fn create_source(
         "filesystem" => Ok(Arc::new(
             filesystem::FileSourceFactory::try_new(options, schema).await?,
         )),
+        "nexmark" => Ok(Arc::new(nexmark::NexmarkSourceFactory::new(
+            options, schema,
+        )?)),
         other => Err(Error::config(format!(
             "table '{}': connector '{other}' can only be written to, not read",
             options.table

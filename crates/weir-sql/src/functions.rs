@@ -59,3 +59,63 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
         ControlFlow::<()>::Continue(())
     });
 }
+
+/// Flink names `SELECT person.id` (a field of a ROW column) `id`; DataFusion would name it
+/// `t.person[id]`. Unaliased field accesses in select lists get the field's name, unless
+/// their first part names a relation of the FROM clause (`t.col` is a plain column).
+pub fn alias_nested_fields(query: &mut sqlparser::ast::Query) {
+    use sqlparser::ast::{SelectItem, SetExpr, TableFactor};
+    fn set_expr(body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => {
+                let mut relations: Vec<String> = Vec::new();
+                for t in &mut select.from {
+                    for f in std::iter::once(&mut t.relation)
+                        .chain(t.joins.iter_mut().map(|j| &mut j.relation))
+                    {
+                        match f {
+                            TableFactor::Table { name, alias, .. } => {
+                                if let Some(last) = name.0.last() {
+                                    relations.push(last.to_string().trim_matches('`').to_string());
+                                }
+                                if let Some(a) = alias {
+                                    relations.push(a.name.value.clone());
+                                }
+                            }
+                            TableFactor::Derived {
+                                subquery, alias, ..
+                            } => {
+                                alias_nested_fields(subquery);
+                                if let Some(a) = alias {
+                                    relations.push(a.name.value.clone());
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                for item in &mut select.projection {
+                    if let SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) = item {
+                        if parts.len() >= 2 && !relations.iter().any(|r| *r == parts[0].value) {
+                            let alias = parts.last().expect("two parts").clone();
+                            let expr = Expr::CompoundIdentifier(parts.clone());
+                            *item = SelectItem::ExprWithAlias { expr, alias };
+                        }
+                    }
+                }
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                set_expr(left);
+                set_expr(right);
+            }
+            SetExpr::Query(q) => alias_nested_fields(q),
+            _ => {}
+        }
+    }
+    if let Some(with) = &mut query.with {
+        for cte in &mut with.cte_tables {
+            alias_nested_fields(&mut cte.query);
+        }
+    }
+    set_expr(&mut query.body);
+}

@@ -169,6 +169,7 @@ impl Planner {
     async fn logical(&self, query: &Query) -> Result<LogicalPlan> {
         let mut query = query.clone();
         crate::functions::rewrite(&mut query);
+        crate::functions::alias_nested_fields(&mut query);
         let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(
             Box::new(query),
         )));

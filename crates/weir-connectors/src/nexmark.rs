@@ -1,0 +1,699 @@
+//! `'connector' = 'nexmark'`: the Nexmark auction event stream (people, auctions, bids) of
+//! the standard streaming benchmark, with Flink's option names.
+//!
+//! Event `n` is a person, an auction or a bid by the proportions (1 : 3 : 46 by default);
+//! its event time is `base-time + n / first-event.rate`. Every value is a pure function of
+//! (`seed`, `n`), generated column by column from a pool of random text, so the stream is
+//! deterministic, splits across subtasks (split `k` of `P` produces `k, k + P, …`) and
+//! restores from a checkpointed count exactly. The declared schema is matched by column
+//! and field name, so the suite's DDL (`event_type`, `person ROW<…>`, `auction ROW<…>`,
+//! `bid ROW<…>`) works as written.
+
+use arrow::array::{
+    Array, ArrayRef, Int32Array, Int64Builder, NullBufferBuilder, RecordBatch, StringBuilder,
+    StructArray, TimestampMillisecondBuilder,
+};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Fields, SchemaRef};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
+use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo};
+
+pub const OPTIONS: &[&str] = &[
+    "connector",
+    "first-event.rate",
+    "next-event.rate",
+    "events.num",
+    "person.proportion",
+    "auction.proportion",
+    "bid.proportion",
+    "max-emit-speed",
+    "seed",
+    "base-time",
+];
+
+const FIRST_ID: i64 = 1000;
+const BATCH: u64 = 8192;
+/// 2024-01-01T00:00:00Z.
+const DEFAULT_BASE_TIME_MS: i64 = 1_704_067_200_000;
+const HOT_AUCTION_RATIO: i64 = 100;
+const HOT_PEOPLE_RATIO: i64 = 100;
+/// Auctions stay open about this long in event time (two "horizons").
+const AUCTION_HORIZON_MS: i64 = 10_000;
+
+const FIRST_NAMES: &[&str] = &[
+    "Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter",
+];
+const LAST_NAMES: &[&str] = &[
+    "Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris",
+];
+const CITIES: &[&str] = &[
+    "Phoenix",
+    "Los Angeles",
+    "San Francisco",
+    "Boise",
+    "Portland",
+    "Bend",
+    "Redmond",
+    "Seattle",
+    "Kent",
+    "Cheyenne",
+];
+const STATES: &[&str] = &["AZ", "CA", "ID", "OR", "WA", "WY"];
+const CHANNELS: &[&str] = &["Google", "Facebook", "Baidu", "Apple"];
+
+/// Random lowercase text, sliced for every generated string.
+fn pool() -> &'static str {
+    static POOL: OnceLock<String> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let mut s = String::with_capacity(1 << 16);
+        let mut h = 0x5EED_u64;
+        while s.len() < 1 << 16 {
+            h = mix(h);
+            s.push((b'a' + (h % 26) as u8) as char);
+        }
+        s
+    })
+}
+
+fn text(h: u64, len: usize) -> &'static str {
+    let p = pool();
+    let start = (h as usize) % (p.len() - len);
+    &p[start..start + len]
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Model {
+    person: u64,
+    auction: u64,
+    bid: u64,
+    seed: u64,
+    base_ms: i64,
+    /// Microseconds of event time between two events.
+    delay_us: f64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Person,
+    Auction,
+    Bid,
+}
+
+impl Model {
+    fn total(&self) -> u64 {
+        self.person + self.auction + self.bid
+    }
+    fn kind(&self, n: u64) -> Kind {
+        let r = n % self.total();
+        if r < self.person {
+            Kind::Person
+        } else if r < self.person + self.auction {
+            Kind::Auction
+        } else {
+            Kind::Bid
+        }
+    }
+    fn time(&self, n: u64) -> i64 {
+        self.base_ms + (n as f64 * self.delay_us / 1000.0) as i64
+    }
+    fn person_id(&self, n: u64) -> i64 {
+        FIRST_ID + ((n / self.total()) * self.person + n % self.total()) as i64
+    }
+    fn auction_id(&self, n: u64) -> i64 {
+        FIRST_ID + ((n / self.total()) * self.auction + (n % self.total() - self.person)) as i64
+    }
+    /// Id of the newest person at event `n` (the first one if none yet).
+    fn last_person(&self, n: u64) -> i64 {
+        let (epoch, r) = (n / self.total(), n % self.total());
+        let count = epoch * self.person + (r + 1).min(self.person);
+        FIRST_ID + count.max(1) as i64 - 1
+    }
+    fn last_auction(&self, n: u64) -> i64 {
+        let (epoch, r) = (n / self.total(), n % self.total());
+        let count = epoch * self.auction + (r + 1).saturating_sub(self.person).min(self.auction);
+        FIRST_ID + count.max(1) as i64 - 1
+    }
+    fn h(&self, n: u64, salt: u64) -> u64 {
+        mix(self.seed ^ mix(n.wrapping_mul(31).wrapping_add(salt)))
+    }
+    /// Log-uniform between 100 and 10^8 cents.
+    fn price(&self, n: u64, salt: u64) -> i64 {
+        let u = (self.h(n, salt) >> 11) as f64 / (1u64 << 53) as f64;
+        (10f64.powf(u * 6.0) * 100.0).round() as i64
+    }
+    /// Mostly the hot person of the current block, else a recent one.
+    fn someone(&self, n: u64, salt: u64) -> i64 {
+        let last = self.last_person(n);
+        let h = self.h(n, salt);
+        if h % 4 != 0 {
+            ((last / HOT_PEOPLE_RATIO) * HOT_PEOPLE_RATIO).max(FIRST_ID)
+        } else {
+            (last - (h >> 8) as i64 % 1000).max(FIRST_ID)
+        }
+    }
+}
+
+/// Generated columns of one batch, by name.
+struct Columns {
+    top: HashMap<&'static str, ArrayRef>,
+    person: HashMap<&'static str, ArrayRef>,
+    auction: HashMap<&'static str, ArrayRef>,
+    bid: HashMap<&'static str, ArrayRef>,
+    valid: [NullBufferBuilder; 3],
+}
+
+fn generate(m: &Model, events: &[u64]) -> Columns {
+    let len = events.len();
+    let kinds: Vec<Kind> = events.iter().map(|n| m.kind(*n)).collect();
+    let strings = |cap: usize| StringBuilder::with_capacity(len, len * cap);
+    let (mut p_id, mut p_time) = (
+        Int64Builder::with_capacity(len),
+        TimestampMillisecondBuilder::with_capacity(len),
+    );
+    let (mut p_name, mut p_email, mut p_card, mut p_city, mut p_state, mut p_extra) = (
+        strings(12),
+        strings(20),
+        strings(19),
+        strings(10),
+        strings(2),
+        strings(140),
+    );
+    let (mut a_id, mut a_initial, mut a_reserve, mut a_seller, mut a_category) = (
+        Int64Builder::with_capacity(len),
+        Int64Builder::with_capacity(len),
+        Int64Builder::with_capacity(len),
+        Int64Builder::with_capacity(len),
+        Int64Builder::with_capacity(len),
+    );
+    let (mut a_time, mut a_expires) = (
+        TimestampMillisecondBuilder::with_capacity(len),
+        TimestampMillisecondBuilder::with_capacity(len),
+    );
+    let (mut a_item, mut a_desc, mut a_extra) = (strings(20), strings(100), strings(330));
+    let (mut b_auction, mut b_bidder, mut b_price) = (
+        Int64Builder::with_capacity(len),
+        Int64Builder::with_capacity(len),
+        Int64Builder::with_capacity(len),
+    );
+    let mut b_time = TimestampMillisecondBuilder::with_capacity(len);
+    let (mut b_channel, mut b_url, mut b_extra) = (strings(10), strings(60), strings(40));
+    let mut valid = [
+        NullBufferBuilder::new(len),
+        NullBufferBuilder::new(len),
+        NullBufferBuilder::new(len),
+    ];
+    let mut event_type = Vec::with_capacity(len);
+    let mut scratch = String::new();
+    for (&n, &kind) in events.iter().zip(&kinds) {
+        let time = m.time(n);
+        event_type.push(match kind {
+            Kind::Person => 0,
+            Kind::Auction => 1,
+            Kind::Bid => 2,
+        });
+        valid[0].append(kind == Kind::Person);
+        valid[1].append(kind == Kind::Auction);
+        valid[2].append(kind == Kind::Bid);
+        if kind == Kind::Person {
+            let h = m.h(n, 1);
+            let first = FIRST_NAMES[(h % FIRST_NAMES.len() as u64) as usize];
+            let last = LAST_NAMES[((h >> 8) % LAST_NAMES.len() as u64) as usize];
+            p_id.append_value(m.person_id(n));
+            scratch.clear();
+            scratch.push_str(first);
+            scratch.push(' ');
+            scratch.push_str(last);
+            p_name.append_value(&scratch);
+            scratch.clear();
+            scratch.push_str(text(h >> 3, 7));
+            scratch.push('@');
+            scratch.push_str(text(h >> 5, 5));
+            scratch.push_str(".com");
+            p_email.append_value(&scratch);
+            scratch.clear();
+            let digits = m.h(n, 2);
+            for g in 0..4 {
+                if g > 0 {
+                    scratch.push(' ');
+                }
+                scratch.push_str(&format!("{:04}", (digits >> (g * 14)) % 10_000));
+            }
+            p_card.append_value(&scratch);
+            p_city.append_value(CITIES[((h >> 16) % CITIES.len() as u64) as usize]);
+            p_state.append_value(STATES[((h >> 24) % STATES.len() as u64) as usize]);
+            p_time.append_value(time);
+            p_extra.append_value(text(m.h(n, 3), 140));
+        } else {
+            p_id.append_null();
+            p_name.append_null();
+            p_email.append_null();
+            p_card.append_null();
+            p_city.append_null();
+            p_state.append_null();
+            p_time.append_null();
+            p_extra.append_null();
+        }
+        if kind == Kind::Auction {
+            let h = m.h(n, 4);
+            let initial = m.price(n, 5);
+            a_id.append_value(m.auction_id(n));
+            a_item.append_value(text(h, 20));
+            a_desc.append_value(text(h >> 7, 100));
+            a_initial.append_value(initial);
+            a_reserve.append_value(initial + m.price(n, 6));
+            a_time.append_value(time);
+            a_expires.append_value(time + 1 + (h >> 20) as i64 % (2 * AUCTION_HORIZON_MS));
+            a_seller.append_value(m.someone(n, 7));
+            a_category.append_value(10 + (h >> 40) as i64 % 5);
+            a_extra.append_value(text(m.h(n, 8), 330));
+        } else {
+            a_id.append_null();
+            a_item.append_null();
+            a_desc.append_null();
+            a_initial.append_null();
+            a_reserve.append_null();
+            a_time.append_null();
+            a_expires.append_null();
+            a_seller.append_null();
+            a_category.append_null();
+            a_extra.append_null();
+        }
+        if kind == Kind::Bid {
+            let h = m.h(n, 9);
+            let last = m.last_auction(n);
+            let auction = if h % 2 == 0 {
+                ((last / HOT_AUCTION_RATIO) * HOT_AUCTION_RATIO).max(FIRST_ID)
+            } else {
+                (last - (h >> 8) as i64 % 100).max(FIRST_ID)
+            };
+            b_auction.append_value(auction);
+            b_bidder.append_value(m.someone(n, 10));
+            b_price.append_value(m.price(n, 11));
+            let path = format!(
+                "{}/{}/{}",
+                text(h >> 12, 5),
+                text(h >> 17, 5),
+                text(h >> 22, 5)
+            );
+            if (h >> 30) % 2 == 0 {
+                let channel = CHANNELS[((h >> 31) % 4) as usize];
+                b_channel.append_value(channel);
+                b_url.append_value(format!("https://www.nexmark.com/{path}/item.htm?query=1"));
+            } else {
+                let id = (h >> 33) % 10_000;
+                b_channel.append_value(format!("channel-{id}"));
+                if (h >> 50) % 10 == 0 {
+                    b_url.append_value(format!("https://www.nexmark.com/{path}/item.htm?query=1"));
+                } else {
+                    let reversed: String = id.to_string().chars().rev().collect();
+                    b_url.append_value(format!(
+                        "https://www.nexmark.com/{path}/item.htm?query=1&channel_id={reversed}"
+                    ));
+                }
+            }
+            b_time.append_value(time);
+            b_extra.append_value(text(m.h(n, 12), 40));
+        } else {
+            b_auction.append_null();
+            b_bidder.append_null();
+            b_price.append_null();
+            b_channel.append_null();
+            b_url.append_null();
+            b_time.append_null();
+            b_extra.append_null();
+        }
+    }
+    let arc = |a: ArrayRef| a;
+    let mut person: HashMap<&'static str, ArrayRef> = HashMap::new();
+    person.insert("id", arc(Arc::new(p_id.finish())));
+    person.insert("name", Arc::new(p_name.finish()));
+    person.insert("emailAddress", Arc::new(p_email.finish()));
+    person.insert("creditCard", Arc::new(p_card.finish()));
+    person.insert("city", Arc::new(p_city.finish()));
+    person.insert("state", Arc::new(p_state.finish()));
+    person.insert("dateTime", Arc::new(p_time.finish()));
+    person.insert("extra", Arc::new(p_extra.finish()));
+    let mut auction: HashMap<&'static str, ArrayRef> = HashMap::new();
+    auction.insert("id", Arc::new(a_id.finish()));
+    auction.insert("itemName", Arc::new(a_item.finish()));
+    auction.insert("description", Arc::new(a_desc.finish()));
+    auction.insert("initialBid", Arc::new(a_initial.finish()));
+    auction.insert("reserve", Arc::new(a_reserve.finish()));
+    auction.insert("dateTime", Arc::new(a_time.finish()));
+    auction.insert("expires", Arc::new(a_expires.finish()));
+    auction.insert("seller", Arc::new(a_seller.finish()));
+    auction.insert("category", Arc::new(a_category.finish()));
+    auction.insert("extra", Arc::new(a_extra.finish()));
+    let mut bid: HashMap<&'static str, ArrayRef> = HashMap::new();
+    bid.insert("auction", Arc::new(b_auction.finish()));
+    bid.insert("bidder", Arc::new(b_bidder.finish()));
+    bid.insert("price", Arc::new(b_price.finish()));
+    bid.insert("channel", Arc::new(b_channel.finish()));
+    bid.insert("url", Arc::new(b_url.finish()));
+    bid.insert("dateTime", Arc::new(b_time.finish()));
+    bid.insert("extra", Arc::new(b_extra.finish()));
+    let mut top: HashMap<&'static str, ArrayRef> = HashMap::new();
+    top.insert("event_type", Arc::new(Int32Array::from(event_type)));
+    Columns {
+        top,
+        person,
+        auction,
+        bid,
+        valid,
+    }
+}
+
+/// Builds the declared struct column `fields` from generated children.
+fn build_struct(
+    fields: &Fields,
+    children: &HashMap<&'static str, ArrayRef>,
+    valid: &mut NullBufferBuilder,
+) -> Result<ArrayRef> {
+    let arrays = fields
+        .iter()
+        .map(|f| {
+            let a = children
+                .get(f.name().as_str())
+                .expect("checked at creation");
+            if a.data_type() == f.data_type() {
+                Ok(a.clone())
+            } else {
+                Ok(cast(a, f.data_type())?)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let nullable: Fields = fields
+        .iter()
+        .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
+        .collect();
+    Ok(Arc::new(StructArray::try_new(
+        nullable,
+        arrays,
+        valid.finish(),
+    )?))
+}
+
+fn known_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "person" => &[
+            "id",
+            "name",
+            "emailAddress",
+            "creditCard",
+            "city",
+            "state",
+            "dateTime",
+            "extra",
+        ],
+        "auction" => &[
+            "id",
+            "itemName",
+            "description",
+            "initialBid",
+            "reserve",
+            "dateTime",
+            "expires",
+            "seller",
+            "category",
+            "extra",
+        ],
+        _ => &[
+            "auction", "bidder", "price", "channel", "url", "dateTime", "extra",
+        ],
+    }
+}
+
+/// Factory of the nexmark source.
+pub struct NexmarkSourceFactory {
+    schema: SchemaRef,
+    model: Model,
+    events: Option<u64>,
+    rate: Option<f64>,
+}
+
+impl NexmarkSourceFactory {
+    pub fn new(options: &ConnectorOptions, schema: SchemaRef) -> Result<Self> {
+        options.check_known("nexmark", OPTIONS)?;
+        let bad = |what: String| Error::config(format!("table '{}': {what}", options.table));
+        for f in schema.fields() {
+            match (f.name().as_str(), f.data_type()) {
+                ("event_type", _) => {}
+                (kind @ ("person" | "auction" | "bid"), DataType::Struct(fields)) => {
+                    for sub in fields {
+                        if !known_fields(kind).contains(&sub.name().as_str()) {
+                            return Err(bad(format!(
+                                "nexmark {kind} rows have no field '{}' (fields: {})",
+                                sub.name(),
+                                known_fields(kind).join(", ")
+                            )));
+                        }
+                    }
+                }
+                (other, _) => {
+                    return Err(bad(format!(
+                        "nexmark tables have columns event_type INT, person ROW<…>, auction ROW<…>, bid ROW<…>; not '{other}'"
+                    )));
+                }
+            }
+        }
+        let rate = options.get_f64("first-event.rate")?.unwrap_or(10_000.0);
+        if rate <= 0.0 {
+            return Err(bad("'first-event.rate' must be positive".into()));
+        }
+        let next = options.get_f64("next-event.rate")?.unwrap_or(rate);
+        if next != rate {
+            return Err(bad("'next-event.rate' different from 'first-event.rate' (rate shapes) is not supported".into()));
+        }
+        let base_ms = match options.get("base-time") {
+            None => DEFAULT_BASE_TIME_MS,
+            Some(v) => v.trim().parse::<i64>().map_err(|_| {
+                bad(format!(
+                    "'base-time' = '{v}': expected milliseconds since the epoch"
+                ))
+            })?,
+        };
+        let model = Model {
+            person: options.get_u64("person.proportion")?.unwrap_or(1),
+            auction: options.get_u64("auction.proportion")?.unwrap_or(3),
+            bid: options.get_u64("bid.proportion")?.unwrap_or(46),
+            seed: options.get_u64("seed")?.unwrap_or(0),
+            base_ms,
+            delay_us: 1_000_000.0 / rate,
+        };
+        if model.person == 0 || model.auction == 0 {
+            return Err(bad(
+                "person.proportion and auction.proportion must be positive".into(),
+            ));
+        }
+        let max_speed = options.get_bool("max-emit-speed")?.unwrap_or(false);
+        Ok(Self {
+            schema,
+            model,
+            events: options.get_u64("events.num")?,
+            rate: (!max_speed).then_some(rate),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Split {
+    split: u64,
+    splits: u64,
+    next: u64,
+}
+
+impl SourceFactory for NexmarkSourceFactory {
+    fn name(&self) -> String {
+        match self.events {
+            Some(n) => format!("Source: nexmark ({n} events)"),
+            None => "Source: nexmark (unbounded)".into(),
+        }
+    }
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+    fn is_bounded(&self) -> bool {
+        self.events.is_some()
+    }
+    fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
+        let splits: Vec<Split> = match restored {
+            Some(s) => s
+                .items
+                .into_iter()
+                .map(serde_json::from_value)
+                .collect::<Result<_, _>>()?,
+            None => vec![Split {
+                split: task.subtask as u64,
+                splits: task.parallelism as u64,
+                next: 0,
+            }],
+        };
+        let share = splits.len() as f64 / splits.first().map(|s| s.splits).unwrap_or(1) as f64;
+        Ok(Box::new(NexmarkSource {
+            schema: self.schema.clone(),
+            model: self.model,
+            events: self.events,
+            rate: self.rate.map(|r| r * share),
+            splits,
+            turn: 0,
+            started: None,
+            emitted: 0,
+        }))
+    }
+}
+
+struct NexmarkSource {
+    schema: SchemaRef,
+    model: Model,
+    events: Option<u64>,
+    rate: Option<f64>,
+    splits: Vec<Split>,
+    turn: usize,
+    started: Option<Instant>,
+    emitted: u64,
+}
+
+impl NexmarkSource {
+    fn remaining(&self, s: &Split) -> u64 {
+        match self.events {
+            None => u64::MAX,
+            Some(total) => {
+                let next = s.split + s.next * s.splits;
+                if next >= total {
+                    0
+                } else {
+                    (total - next).div_ceil(s.splits)
+                }
+            }
+        }
+    }
+
+    fn batch(&self, s: &Split, rows: u64) -> Result<RecordBatch> {
+        let events: Vec<u64> = (0..rows)
+            .map(|i| s.split + (s.next + i) * s.splits)
+            .collect();
+        let mut c = generate(&self.model, &events);
+        let mut valid = std::mem::replace(
+            &mut c.valid,
+            [
+                NullBufferBuilder::new(0),
+                NullBufferBuilder::new(0),
+                NullBufferBuilder::new(0),
+            ],
+        );
+        let columns = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f: &Arc<Field>| -> Result<ArrayRef> {
+                match (f.name().as_str(), f.data_type()) {
+                    ("person", DataType::Struct(fields)) => {
+                        build_struct(fields, &c.person, &mut valid[0])
+                    }
+                    ("auction", DataType::Struct(fields)) => {
+                        build_struct(fields, &c.auction, &mut valid[1])
+                    }
+                    ("bid", DataType::Struct(fields)) => {
+                        build_struct(fields, &c.bid, &mut valid[2])
+                    }
+                    _ => Ok(cast(
+                        c.top.remove("event_type").expect("event_type").as_ref(),
+                        f.data_type(),
+                    )?),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+}
+
+#[async_trait]
+impl Source for NexmarkSource {
+    async fn poll_next(&mut self) -> Result<SourcePoll> {
+        let live: Vec<usize> = (0..self.splits.len())
+            .filter(|i| self.remaining(&self.splits[*i]) > 0)
+            .collect();
+        if live.is_empty() {
+            return Ok(SourcePoll::Finished);
+        }
+        let mut rows = BATCH;
+        if let Some(rate) = self.rate {
+            let started = *self.started.get_or_insert_with(Instant::now);
+            let allowed = (started.elapsed().as_secs_f64() * rate) as u64 + 1;
+            if self.emitted >= allowed {
+                let wait = (self.emitted + 1) as f64 / rate - started.elapsed().as_secs_f64();
+                return Ok(SourcePoll::Idle(Duration::from_secs_f64(
+                    wait.clamp(0.001, 0.1),
+                )));
+            }
+            rows = rows.min(allowed - self.emitted);
+        }
+        let i = live[self.turn % live.len()];
+        self.turn = self.turn.wrapping_add(1);
+        let rows = rows.min(self.remaining(&self.splits[i])).max(1);
+        let batch = self.batch(&self.splits[i], rows)?;
+        self.splits[i].next += rows;
+        self.emitted += rows;
+        Ok(SourcePoll::Batch(batch))
+    }
+
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        let items = self
+            .splits
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        Ok(OperatorState::new(StateDistribution::RoundRobin, items))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> Model {
+        Model {
+            person: 1,
+            auction: 3,
+            bid: 46,
+            seed: 0,
+            base_ms: 0,
+            delay_us: 100.0,
+        }
+    }
+
+    #[test]
+    fn ids_follow_the_event_numbers() {
+        let m = model();
+        assert!(m.kind(0) == Kind::Person && m.kind(50) == Kind::Person);
+        assert!(m.kind(1) == Kind::Auction && m.kind(3) == Kind::Auction && m.kind(4) == Kind::Bid);
+        assert_eq!(m.person_id(0), 1000);
+        assert_eq!(m.person_id(100), 1002);
+        assert_eq!(m.auction_id(1), 1000);
+        assert_eq!(m.auction_id(53), 1005);
+        assert_eq!(m.last_person(49), 1000);
+        assert_eq!(m.last_auction(60), 1005);
+        assert_eq!(m.time(10_000), 1000);
+    }
+
+    #[test]
+    fn prices_are_log_uniform_between_100_and_10_to_the_8() {
+        let m = model();
+        let prices: Vec<i64> = (0..10_000).map(|n| m.price(n, 11)).collect();
+        assert!(prices.iter().all(|p| (100..=100_000_000).contains(p)));
+        let below_10k = prices.iter().filter(|p| **p < 10_000).count();
+        assert!((2500..4200).contains(&below_10k), "{below_10k}"); // a third of the decades
+    }
+}

@@ -31,8 +31,9 @@ enum Command {
     /// Run a SQL script: its DDL and SET statements, then all its INSERT INTO / SELECT
     /// statements together as one job.
     Run {
-        /// The script.
-        file: PathBuf,
+        /// The script; several files run as one script, in order (e.g. DDL, then a query).
+        #[arg(required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
         /// streaming (default) or batch.
         #[arg(long, value_enum)]
         mode: Option<Mode>,
@@ -189,7 +190,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 
 async fn run_script(command: Command) -> anyhow::Result<i32> {
     let Command::Run {
-        file,
+        files,
         mode,
         parallelism,
         checkpoint_dir,
@@ -202,11 +203,16 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     else {
         unreachable!("run_script takes Command::Run")
     };
-    let sql = std::fs::read_to_string(&file)
-        .with_context(|| format!("cannot read '{}'", file.display()))?;
-    let sql =
-        fill_placeholders(&sql, &vars).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    let in_file = |e: weir::Error| anyhow::anyhow!("{}: {e}", file.display());
+    let mut scripts = Vec::new();
+    for file in &files {
+        let sql = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read '{}'", file.display()))?;
+        let sql = fill_placeholders(&sql, &vars)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        scripts.push((file.display().to_string(), sql));
+    }
+    let last_file = scripts.last().map(|s| s.0.clone()).unwrap_or_default();
+    let in_file = |e: weir::Error| anyhow::anyhow!("{last_file}: {e}");
     let mut engine = Engine::default();
     // Command-line settings win over the script's SET statements: they are applied before
     // the script and again after each statement.
@@ -236,18 +242,20 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         Ok(())
     };
     apply_overrides(engine.config_mut())?;
-    let statements = engine.parse(&sql).map_err(in_file)?;
     let mut plans = Vec::new();
     let mut batch_queries = Vec::new();
-    for stmt in &statements {
-        match engine.execute(stmt).await.map_err(in_file)? {
-            Outcome::Done(_) => {}
-            Outcome::Table { header, rows } => print_table(&header, &rows),
-            Outcome::Explain(text) => println!("{text}"),
-            Outcome::Job(plan) => plans.push(*plan),
-            Outcome::Batch(query) => batch_queries.push(*query),
+    for (name, sql) in &scripts {
+        let here = |e: weir::Error| anyhow::anyhow!("{name}: {e}");
+        for stmt in &engine.parse(sql).map_err(here)? {
+            match engine.execute(stmt).await.map_err(here)? {
+                Outcome::Done(_) => {}
+                Outcome::Table { header, rows } => print_table(&header, &rows),
+                Outcome::Explain(text) => println!("{text}"),
+                Outcome::Job(plan) => plans.push(*plan),
+                Outcome::Batch(query) => batch_queries.push(*query),
+            }
+            apply_overrides(engine.config_mut())?;
         }
-        apply_overrides(engine.config_mut())?;
     }
     if !batch_queries.is_empty() {
         let started = Instant::now();

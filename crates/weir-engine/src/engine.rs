@@ -41,6 +41,7 @@ impl Engine {
     pub fn new(config: Config) -> Self {
         let mut planner = Planner::new();
         planner.set_batch_scan(std::sync::Arc::new(crate::batch::ConnectorBatchScan));
+        planner.session().register_udf(crate::udfs::count_char());
         Self { planner, config }
     }
 

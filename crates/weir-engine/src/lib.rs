@@ -9,6 +9,7 @@ pub mod batch;
 pub mod compile;
 pub mod engine;
 pub mod operators;
+pub mod udfs;
 
 pub use batch::{BatchQuery, BatchResult};
 pub use engine::{Engine, Outcome};

@@ -1,6 +1,10 @@
 //! Flink built-in functions that DataFusion spells differently, rewritten on the AST
 //! before planning: `MOD(a, b)` → `a % b`, `CHAR_LENGTH(s)` → `CHARACTER_LENGTH(s)`,
-//! `TO_TIMESTAMP_LTZ(n, 0|3|6|9)` → `to_timestamp_{seconds|millis|micros|nanos}(n)`.
+//! `TO_TIMESTAMP_LTZ(n, 0|3|6|9)` → `to_timestamp_{seconds|millis|micros|nanos}(n)`,
+//! `REGEXP_EXTRACT(s, p, i)` → `array_element(regexp_match(s, p), i)`,
+//! `SPLIT_INDEX(s, d, i)` (0-based) → `nullif(split_part(s, d, i + 1), '')`,
+//! `HOUR(t)`/`MINUTE(t)`/`SECOND(t)` → `CAST(date_part(…) AS BIGINT)`,
+//! `DATE_FORMAT(t, 'yyyy-MM-dd HH:mm')` → `to_char(t, '%Y-%m-%d %H:%M')`.
 
 use sqlparser::ast::VisitMut;
 use sqlparser::ast::{
@@ -20,6 +24,32 @@ fn plain_args(args: &FunctionArguments) -> Option<Vec<Expr>> {
             _ => None,
         })
         .collect()
+}
+
+fn parse_expr(text: &str) -> Option<Expr> {
+    let dialect = crate::dialect::FlinkDialect;
+    sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(text)
+        .ok()?
+        .parse_expr()
+        .ok()
+}
+
+/// Java `SimpleDateFormat` letters → chrono's `strftime`.
+fn java_to_strftime(pattern: &str) -> String {
+    let mut out = pattern.to_string();
+    for (java, c) in [
+        ("yyyy", "%Y"),
+        ("MM", "%m"),
+        ("dd", "%d"),
+        ("HH", "%H"),
+        ("mm", "%M"),
+        ("ss", "%S"),
+        ("SSS", "%3f"),
+    ] {
+        out = out.replace(java, c);
+    }
+    out
 }
 
 /// Rewrites Flink function names and forms inside any AST node.
@@ -50,6 +80,44 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                             f.name = ObjectName::from(vec![Ident::new(unit)]);
                             list.args.truncate(1);
                         }
+                    }
+                }
+                "REGEXP_EXTRACT" | "SPLIT_INDEX" | "HOUR" | "MINUTE" | "SECOND" | "DATE_FORMAT" => {
+                    let Some(args) = plain_args(&f.args) else {
+                        return ControlFlow::Continue(());
+                    };
+                    let a: Vec<String> = args.iter().map(|e| format!("({e})")).collect();
+                    let text = match (name.as_str(), a.len()) {
+                        ("REGEXP_EXTRACT", 2) => Some(format!(
+                            "array_element(regexp_match({}, {}), 1)",
+                            a[0], a[1]
+                        )),
+                        ("REGEXP_EXTRACT", 3) => Some(format!(
+                            "array_element(regexp_match({}, {}), {})",
+                            a[0], a[1], a[2]
+                        )),
+                        ("SPLIT_INDEX", 3) => Some(format!(
+                            "nullif(split_part({}, {}, {} + 1), '')",
+                            a[0], a[1], a[2]
+                        )),
+                        ("HOUR" | "MINUTE" | "SECOND", 1) => Some(format!(
+                            "CAST(date_part('{}', {}) AS BIGINT)",
+                            name.to_lowercase(),
+                            a[0]
+                        )),
+                        ("DATE_FORMAT", 2) => match &args[1] {
+                            Expr::Value(v) => match &v.value {
+                                sqlparser::ast::Value::SingleQuotedString(p) => {
+                                    Some(format!("to_char({}, '{}')", a[0], java_to_strftime(p)))
+                                }
+                                _ => None,
+                            },
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    if let Some(new) = text.as_deref().and_then(parse_expr) {
+                        *expr = new;
                     }
                 }
                 "CHAR_LENGTH" => f.name = ObjectName::from(vec![Ident::new("character_length")]),

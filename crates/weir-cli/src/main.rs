@@ -108,6 +108,16 @@ fn main() {
     std::process::exit(code);
 }
 
+/// CPU time (user + system) of this process so far, in seconds (Linux).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
 /// Replaces `${NAME}` with the values of `--var NAME=VALUE`; a placeholder left without a
 /// value is an error naming it.
 fn fill_placeholders(sql: &str, vars: &[String]) -> anyhow::Result<String> {
@@ -272,10 +282,13 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         }
         if !quiet {
             eprintln!(
-                "weir: batch job finished in {:.1}s: {written} rows committed{}",
+                "weir: batch job finished in {:.1}s: {written} rows committed{}{}",
                 started.elapsed().as_secs_f64(),
                 peak_rss_mb()
                     .map(|mb| format!(", peak RSS {mb} MB"))
+                    .unwrap_or_default(),
+                cpu_seconds()
+                    .map(|s| format!(", cpu {s:.2}s"))
                     .unwrap_or_default()
             );
         }
@@ -345,7 +358,7 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     }
     if !quiet {
         eprintln!(
-            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}",
+            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}{}",
             outcome.job_id,
             started.elapsed().as_secs_f64(),
             metrics.rows_in(),
@@ -353,6 +366,9 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
             outcome.checkpoints_completed,
             peak_rss_mb()
                 .map(|mb| format!(", peak RSS {mb} MB"))
+                .unwrap_or_default(),
+            cpu_seconds()
+                .map(|s| format!(", cpu {s:.2}s"))
                 .unwrap_or_default()
         );
     }

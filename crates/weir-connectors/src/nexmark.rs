@@ -174,7 +174,7 @@ struct Columns {
     valid: [NullBufferBuilder; 3],
 }
 
-fn generate(m: &Model, events: &[u64]) -> Columns {
+fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
     let len = events.len();
     let kinds: Vec<Kind> = events.iter().map(|n| m.kind(*n)).collect();
     let strings = |cap: usize| StringBuilder::with_capacity(len, len * cap);
@@ -226,7 +226,7 @@ fn generate(m: &Model, events: &[u64]) -> Columns {
         valid[0].append(kind == Kind::Person);
         valid[1].append(kind == Kind::Auction);
         valid[2].append(kind == Kind::Bid);
-        if kind == Kind::Person {
+        if kind == Kind::Person && want[0] {
             let h = m.h(n, 1);
             let first = FIRST_NAMES[(h % FIRST_NAMES.len() as u64) as usize];
             let last = LAST_NAMES[((h >> 8) % LAST_NAMES.len() as u64) as usize];
@@ -265,7 +265,7 @@ fn generate(m: &Model, events: &[u64]) -> Columns {
             p_time.append_null();
             p_extra.append_null();
         }
-        if kind == Kind::Auction {
+        if kind == Kind::Auction && want[1] {
             let h = m.h(n, 4);
             let initial = m.price(n, 5);
             a_id.append_value(m.auction_id(n));
@@ -290,7 +290,7 @@ fn generate(m: &Model, events: &[u64]) -> Columns {
             a_category.append_null();
             a_extra.append_null();
         }
-        if kind == Kind::Bid {
+        if kind == Kind::Bid && want[2] {
             let h = m.h(n, 9);
             let last = m.last_auction(n);
             let auction = if h % 2 == 0 {
@@ -584,7 +584,8 @@ impl NexmarkSource {
         let events: Vec<u64> = (0..rows)
             .map(|i| s.split + (s.next + i) * s.splits)
             .collect();
-        let mut c = generate(&self.model, &events);
+        let want = ["person", "auction", "bid"].map(|k| self.schema.field_with_name(k).is_ok());
+        let mut c = generate(&self.model, &events, want);
         let mut valid = std::mem::replace(
             &mut c.valid,
             [

@@ -1,0 +1,185 @@
+//! Nexmark harness: runs the suite's queries through the real `weir` binary and prints one
+//! line per run — query, mode, events, wall seconds, events/s, events/s per core (from the
+//! process's CPU time), peak RSS, checkpoints. For comparison it writes the same generated
+//! events once to Parquet and runs each query through DataFusion in batch mode on them.
+//!
+//! `cargo bench --bench nexmark`; environment: `WEIR_NEXMARK_QUERIES` (default
+//! `q0,q1,q2,q14,q21,q22`, the queries Weir streams today), `WEIR_NEXMARK_EVENTS`
+//! (default 10 000 000), `WEIR_NEXMARK_PARALLELISM` (default 2), `WEIR_NEXMARK_BATCH`
+//! (`0` skips the DataFusion comparison).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-examples/nexmark")
+}
+
+struct Run {
+    wall: f64,
+    cpu: Option<f64>,
+    rss: String,
+    checkpoints: String,
+}
+
+fn field<'a>(text: &'a str, after: &str) -> Option<&'a str> {
+    text.split(after)
+        .nth(1)?
+        .split([',', ' ', 's'])
+        .find(|s| !s.is_empty())
+}
+
+fn weir(args: &[&str]) -> Run {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("run")
+        .args(args)
+        .output()
+        .expect("run weir");
+    let wall = started.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "weir {args:?} failed: {stderr}");
+    Run {
+        wall,
+        cpu: field(&stderr, "cpu ").and_then(|s| s.parse().ok()),
+        rss: field(&stderr, "peak RSS ").unwrap_or("?").to_string(),
+        checkpoints: stderr
+            .contains(" checkpoints")
+            .then(|| {
+                stderr
+                    .split(" checkpoints")
+                    .next()
+                    .and_then(|s| s.rsplit(' ').next())
+            })
+            .flatten()
+            .unwrap_or("-")
+            .trim()
+            .to_string(),
+    }
+}
+
+fn print(query: &str, mode: &str, events: u64, r: &Run) {
+    let per_core = r
+        .cpu
+        .map(|c| format!("{:.0}", events as f64 / c))
+        .unwrap_or_else(|| "?".into());
+    println!(
+        "nexmark query={query} mode={mode} events={events} wall_s={:.2} events_per_s={:.0} events_per_s_per_core={per_core} peak_rss_mb={} checkpoints={}",
+        r.wall,
+        events as f64 / r.wall,
+        r.rss,
+        r.checkpoints
+    );
+}
+
+fn main() {
+    let queries =
+        std::env::var("WEIR_NEXMARK_QUERIES").unwrap_or_else(|_| "q0,q1,q2,q14,q21,q22".into());
+    let events: u64 = std::env::var("WEIR_NEXMARK_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let parallelism = std::env::var("WEIR_NEXMARK_PARALLELISM").unwrap_or_else(|_| "2".into());
+    let compare = std::env::var("WEIR_NEXMARK_BATCH")
+        .map(|v| v != "0")
+        .unwrap_or(true);
+    let dir = std::env::temp_dir().join(format!("weir-nexmark-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ddl = root().join("ddl.sql");
+    let vars = [
+        "--var".to_string(),
+        "TPS=10000000".into(),
+        "--var".into(),
+        format!("EVENTS_NUM={events}"),
+        "--var".into(),
+        "PERSON_PROPORTION=1".into(),
+        "--var".into(),
+        "AUCTION_PROPORTION=3".into(),
+        "--var".into(),
+        "BID_PROPORTION=46".into(),
+    ];
+    let vars: Vec<&str> = vars.iter().map(String::as_str).collect();
+
+    // DataFusion's limit: the same events, written once to Parquet.
+    let parquet_ddl = dir.join("ddl_parquet.sql");
+    if compare {
+        let data = dir.join("events");
+        let generate = dir.join("generate.sql");
+        std::fs::write(
+            &generate,
+            format!(
+                "CREATE TABLE events_parquet WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet') LIKE_PLACEHOLDER;",
+                data.display()
+            ),
+        )
+        .unwrap();
+        // Same columns as the source table, stored as Parquet.
+        let text = std::fs::read_to_string(&ddl).unwrap();
+        let columns = &text[text.find("CREATE TABLE nexmark_table (").unwrap()
+            + "CREATE TABLE nexmark_table (".len()
+            ..text.find("    `dateTime` AS").unwrap()];
+        let columns = columns.trim().trim_end_matches(',');
+        std::fs::write(
+            &generate,
+            format!(
+                "CREATE TABLE events_parquet ({columns}) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');\n\
+                 INSERT INTO events_parquet SELECT event_type, person, auction, bid FROM nexmark_table;",
+                data.display()
+            ),
+        )
+        .unwrap();
+        let mut args = vec![
+            ddl.to_str().unwrap(),
+            generate.to_str().unwrap(),
+            "--mode",
+            "batch",
+            "--quiet",
+        ];
+        args.extend(&vars);
+        weir(&args);
+        let with =
+            &text[text.find(") WITH (").unwrap()..text.find(");\n\nCREATE VIEW person").unwrap()];
+        let parquet_text = text.replace(
+            with,
+            &format!(
+                ") WITH (\n    'connector' = 'filesystem', 'format' = 'parquet', 'path' = '{}'\n",
+                data.display()
+            ),
+        );
+        std::fs::write(&parquet_ddl, parquet_text).unwrap();
+    }
+
+    for q in queries.split(',').map(str::trim) {
+        let query = root().join(format!("{q}.sql"));
+        let chk = dir.join(format!("chk-{q}"));
+        let mut args = vec![
+            ddl.to_str().unwrap(),
+            query.to_str().unwrap(),
+            "-p",
+            &parallelism,
+            "--checkpoint-interval",
+            "10 s",
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+        ];
+        args.extend(&vars);
+        let streaming = weir(&args);
+        print(q, "streaming", events, &streaming);
+        if compare {
+            let args = [
+                parquet_ddl.to_str().unwrap(),
+                query.to_str().unwrap(),
+                "--mode",
+                "batch",
+            ];
+            let batch = weir(&args);
+            print(q, "datafusion-batch-parquet", events, &batch);
+            println!(
+                "nexmark query={q} streaming_over_datafusion_batch_wall_ratio={:.2}",
+                streaming.wall / batch.wall
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,7 +61,7 @@ pub(crate) struct VertexInfo {
 struct Pending {
     id: CheckpointId,
     started: Instant,
-    acks: HashMap<TaskRef, (SubtaskStatus, String)>,
+    acks: HashMap<TaskRef, (SubtaskStatus, String, bool)>,
     waiting: Vec<TaskRef>,
     replies: Vec<oneshot::Sender<Result<CheckpointId>>>,
     stop: Option<StopRequest>,
@@ -125,10 +125,10 @@ impl Coordinator {
                 ev = self.events.recv() => {
                     let Some(ev) = ev else { return Ok(outcome) };
                     match ev {
-                        TaskEvent::Ack { task, id, status, state_file } => {
+                        TaskEvent::Ack { task, id, status, state_file, union_state } => {
                             let done = match pending.as_mut() {
                                 Some(p) if p.id == id => {
-                                    p.acks.insert(task, (status, state_file));
+                                    p.acks.insert(task, (status, state_file, union_state));
                                     p.waiting.retain(|t| *t != task);
                                     p.waiting.is_empty()
                                 }
@@ -258,6 +258,24 @@ impl Coordinator {
         completed: &mut VecDeque<CheckpointId>,
         outcome: &mut CoordinatorOutcome,
     ) -> Result<()> {
+        // FLIP-147: union list state cannot be redistributed while part of its operator
+        // has finished (the finished subtasks' share would be lost or duplicated).
+        for (v, info) in self.vertices.iter().enumerate() {
+            let subtasks: Vec<(SubtaskStatus, bool)> = (0..info.parallelism)
+                .map(|s| match p.acks.get(&(v, s)) {
+                    Some((status, _, union)) => (*status, *union),
+                    None => (SubtaskStatus::Closed, false),
+                })
+                .collect();
+            if crate::plan::union_state_blocked(&subtasks) {
+                let why = format!(
+                    "operator '{}' keeps union list state and has finished only partly",
+                    info.name
+                );
+                self.abort(p, &why).await;
+                return Ok(());
+            }
+        }
         let vertices = self
             .vertices
             .iter()
@@ -268,7 +286,7 @@ impl Coordinator {
                 parallelism: info.parallelism,
                 subtasks: (0..info.parallelism)
                     .map(|s| match p.acks.get(&(v, s)) {
-                        Some((status, file)) => SubtaskEntry {
+                        Some((status, file, _)) => SubtaskEntry {
                             subtask: s,
                             status: *status,
                             state_file: Some(file.clone()),

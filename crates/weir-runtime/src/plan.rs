@@ -3,7 +3,7 @@
 //! finished (FLIP-147), how restored state is split among subtasks, and whether a graph
 //! may be restored from a checkpoint.
 
-use crate::checkpoint::{CheckpointMetadata, OperatorState, StateDistribution};
+use crate::checkpoint::{CheckpointMetadata, OperatorState, StateDistribution, SubtaskStatus};
 use crate::graph::{JobGraph, Partitioning};
 use weir_common::{Error, Result};
 
@@ -83,6 +83,17 @@ pub fn redistribute(states: &[OperatorState], parallelism: usize) -> Vec<Operato
     out
 }
 
+/// True when a checkpoint must be aborted because an operator with union list state is
+/// partly finished: `subtasks` holds each subtask's status and whether it has union state.
+pub fn union_state_blocked(subtasks: &[(SubtaskStatus, bool)]) -> bool {
+    let running = subtasks
+        .iter()
+        .filter(|(s, _)| *s == SubtaskStatus::Running)
+        .count();
+    let partly_finished = running > 0 && running < subtasks.len();
+    partly_finished && subtasks.iter().any(|(_, union)| *union)
+}
+
 /// Checks that `graph` can restore from `meta`: every vertex of the checkpoint that held
 /// state exists in the graph, and no vertex that is not fully finished feeds one that is.
 pub fn check_restore(graph: &JobGraph, meta: &CheckpointMetadata) -> Result<()> {
@@ -157,6 +168,22 @@ mod tests {
         let p = plan_trigger(&up, &closed);
         assert_eq!(p.trigger, vec![(0, 1), (1, 0)]);
         assert_eq!(p.wait_for, vec![(0, 1), (1, 0), (1, 1)]);
+    }
+
+    #[test]
+    fn union_state_blocks_checkpoints_only_while_partly_finished() {
+        use SubtaskStatus::*;
+        assert!(union_state_blocked(&[(Running, true), (Closed, false)]));
+        assert!(union_state_blocked(&[
+            (Running, false),
+            (FinishedData, true)
+        ]));
+        assert!(!union_state_blocked(&[(Running, true), (Running, true)]));
+        assert!(!union_state_blocked(&[
+            (FinishedData, true),
+            (Closed, false)
+        ]));
+        assert!(!union_state_blocked(&[(Running, false), (Closed, false)]));
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub(crate) enum TaskEvent {
         id: CheckpointId,
         status: SubtaskStatus,
         state_file: String,
+        /// Some operator of the task keeps union list state.
+        union_state: bool,
     },
     EndOfData {
         task: TaskRef,
@@ -409,7 +411,15 @@ impl Task {
         if st.phase == Phase::Finished && st.acked_after_finish.is_none() {
             st.acked_after_finish = Some(barrier.id);
         }
+        let union_state = snapshot
+            .operators
+            .iter()
+            .chain(snapshot.source.iter())
+            .any(|s| {
+                s.distribution == crate::checkpoint::StateDistribution::Union && !s.items.is_empty()
+            });
         let _ = self.events.send(TaskEvent::Ack {
+            union_state,
             task: self.task_ref,
             id: barrier.id,
             status,

@@ -33,15 +33,28 @@ fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]))
 }
 
-/// Emits `0..rows` (or forever when `rows` is `None`) in batches of 10, 1 ms apart.
+/// Emits `0..rows` (or forever when `rows` is `None`) in batches of 10, 1 ms apart; one
+/// split per subtask of the first run (values `subtask, subtask + P, …`), checkpointed as
+/// `[next, step]`. `short_subtask0` makes subtask 0 of a fresh start stop after that many
+/// batches.
 struct CountingSourceFactory {
     rows: Option<i64>,
+    short_subtask0: Option<usize>,
+}
+
+impl CountingSourceFactory {
+    fn new(rows: Option<i64>) -> Self {
+        Self {
+            rows,
+            short_subtask0: None,
+        }
+    }
 }
 
 struct CountingSource {
-    next: i64,
+    split: Option<(i64, i64)>,
     end: Option<i64>,
-    step: i64,
+    batches_left: Option<usize>,
     idle: bool,
 }
 
@@ -56,15 +69,18 @@ impl SourceFactory for CountingSourceFactory {
         self.rows.is_some()
     }
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
-        // One split per subtask: (next value, step).
-        let next = match restored.and_then(|s| s.items.first().cloned()) {
-            Some(v) => v.as_i64().unwrap(),
-            None => task.subtask as i64,
+        let split = match restored {
+            Some(s) => s
+                .items
+                .first()
+                .map(|v| (v[0].as_i64().unwrap(), v[1].as_i64().unwrap())),
+            None => Some((task.subtask as i64, task.parallelism as i64)),
         };
+        let batches_left = self.short_subtask0.filter(|_| task.subtask == 0);
         Ok(Box::new(CountingSource {
-            next,
+            split,
             end: self.rows,
-            step: task.parallelism as i64,
+            batches_left,
             idle: false,
         }))
     }
@@ -73,7 +89,10 @@ impl SourceFactory for CountingSourceFactory {
 #[async_trait]
 impl Source for CountingSource {
     async fn poll_next(&mut self) -> Result<SourcePoll> {
-        if self.end.is_some_and(|e| self.next >= e) {
+        let Some((next, step)) = self.split else {
+            return Ok(SourcePoll::Finished);
+        };
+        if self.end.is_some_and(|e| next >= e) || self.batches_left == Some(0) {
             return Ok(SourcePoll::Finished);
         }
         self.idle = !self.idle;
@@ -81,18 +100,23 @@ impl Source for CountingSource {
             return Ok(SourcePoll::Idle(Duration::from_millis(1)));
         }
         let values: Vec<i64> = (0..10)
-            .map(|i| self.next + i * self.step)
+            .map(|i| next + i * step)
             .filter(|v| self.end.is_none_or(|e| *v < e))
             .collect();
-        self.next += 10 * self.step;
+        self.split = Some((next + 10 * step, step));
+        if let Some(n) = self.batches_left.as_mut() {
+            *n -= 1;
+        }
         let batch = RecordBatch::try_new(schema(), vec![Arc::new(Int64Array::from(values))])?;
         Ok(SourcePoll::Batch(batch))
     }
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        Ok(OperatorState::new(
-            StateDistribution::RoundRobin,
-            vec![self.next.into()],
-        ))
+        let items = self
+            .split
+            .map(|(n, s)| serde_json::json!([n, s]))
+            .into_iter()
+            .collect();
+        Ok(OperatorState::new(StateDistribution::RoundRobin, items))
     }
 }
 
@@ -325,7 +349,7 @@ async fn bounded_job_follows_the_lifecycle_and_shares_one_final_checkpoint() {
     let src = g.add_vertex(vertex(
         "src",
         2,
-        Some(Arc::new(CountingSourceFactory { rows: Some(500) })),
+        Some(Arc::new(CountingSourceFactory::new(Some(500)))),
         vec![recorder("map", &log, None)],
     ));
     let agg = g.add_vertex(vertex(
@@ -360,13 +384,13 @@ async fn bounded_and_unbounded_sources_into_a_two_input_operator_stop_with_drain
     let bounded = g.add_vertex(vertex(
         "bounded",
         1,
-        Some(Arc::new(CountingSourceFactory { rows: Some(100) })),
+        Some(Arc::new(CountingSourceFactory::new(Some(100)))),
         vec![],
     ));
     let unbounded = g.add_vertex(vertex(
         "unbounded",
         2,
-        Some(Arc::new(CountingSourceFactory { rows: None })),
+        Some(Arc::new(CountingSourceFactory::new(None))),
         vec![],
     ));
     let two = g.add_vertex(vertex(
@@ -429,7 +453,7 @@ async fn stop_without_drain_resumes_exactly_at_another_parallelism() {
         let src = g.add_vertex(vertex(
             "src",
             2,
-            Some(Arc::new(CountingSourceFactory { rows: Some(3000) })),
+            Some(Arc::new(CountingSourceFactory::new(Some(3000)))),
             vec![],
         ));
         let sink = g.add_vertex(vertex(
@@ -489,9 +513,7 @@ async fn tasks_finishing_while_checkpoints_are_triggered_never_hang() {
         let src = g.add_vertex(vertex(
             "src",
             2,
-            Some(Arc::new(CountingSourceFactory {
-                rows: Some(40 + round),
-            })),
+            Some(Arc::new(CountingSourceFactory::new(Some(40 + round)))),
             vec![recorder("a", &log, None)],
         ));
         let b = g.add_vertex(vertex("b", 2, None, vec![recorder("b", &log, None)]));
@@ -507,4 +529,237 @@ async fn tasks_finishing_while_checkpoints_are_triggered_never_hang() {
             .unwrap();
         validate(&log, true);
     }
+}
+
+/// A transactional test sink: rows become visible ("committed") only when the checkpoint
+/// that pre-committed them completes; commits are idempotent by transaction id.
+struct CommitSink {
+    buffer: Vec<i64>,
+    pending: Vec<(u64, String, Vec<i64>)>,
+    committed: Arc<Mutex<std::collections::BTreeMap<String, Vec<i64>>>>,
+}
+
+#[async_trait]
+impl Operator for CommitSink {
+    async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
+        for item in restored.map(|s| s.items).unwrap_or_default() {
+            let id = item["id"].as_str().unwrap().to_string();
+            let values = item["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .collect();
+            self.committed.lock().unwrap().entry(id).or_insert(values);
+        }
+        Ok(())
+    }
+    async fn process_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Output) -> Result<()> {
+        self.buffer
+            .extend(batch.column(0).as_primitive::<Int64Type>().values().iter());
+        Ok(())
+    }
+    async fn prepare_snapshot_pre_barrier(
+        &mut self,
+        id: CheckpointId,
+        _: &mut Output,
+    ) -> Result<()> {
+        let txn = uuid::Uuid::new_v4().to_string();
+        self.pending
+            .push((id.0, txn, std::mem::take(&mut self.buffer)));
+        Ok(())
+    }
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        let items = self
+            .pending
+            .iter()
+            .map(|(_, id, v)| serde_json::json!({"id": id, "values": v}))
+            .collect();
+        Ok(OperatorState::new(StateDistribution::ToFirst, items))
+    }
+    async fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<()> {
+        let mut committed = self.committed.lock().unwrap();
+        self.pending.retain(|(c, txn, values)| {
+            if *c <= id.0 {
+                committed
+                    .entry(txn.clone())
+                    .or_insert_with(|| values.clone());
+                false
+            } else {
+                true
+            }
+        });
+        Ok(())
+    }
+}
+
+struct CommitSinkFactory(Arc<Mutex<std::collections::BTreeMap<String, Vec<i64>>>>);
+
+impl OperatorFactory for CommitSinkFactory {
+    fn name(&self) -> String {
+        "commit-sink".into()
+    }
+    fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(CommitSink {
+            buffer: Vec::new(),
+            pending: Vec::new(),
+            committed: self.0.clone(),
+        }))
+    }
+    fn is_sink(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_after_tasks_finished_restores_at_another_parallelism_exactly_once() {
+    let committed = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
+    let build = |p: usize| {
+        let mut g = JobGraph::default();
+        let bounded = g.add_vertex(vertex(
+            "bounded",
+            1,
+            Some(Arc::new(CountingSourceFactory::new(Some(100)))),
+            vec![],
+        ));
+        let long = g.add_vertex(vertex(
+            "long",
+            p,
+            Some(Arc::new(CountingSourceFactory::new(Some(6000)))),
+            vec![],
+        ));
+        let sink = g.add_vertex(vertex(
+            "sink",
+            p,
+            None,
+            vec![Arc::new(CommitSinkFactory(committed.clone()))],
+        ));
+        g.connect(bounded, sink, Partitioning::Rebalance, 0);
+        g.connect(long, sink, Partitioning::Rebalance, 0);
+        g
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let chk = dir.path().join("chk").to_string_lossy().to_string();
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_millis(25)),
+        checkpoint_dir: Some(chk.clone()),
+        ..Default::default()
+    };
+    let job = start(build(2), opts.clone()).await.unwrap();
+    // Wait for a checkpoint that records the bounded source as finished, then fail.
+    let started = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Some(c) = crate::storage::RestoredCheckpoint::latest(&chk)
+            .await
+            .unwrap()
+        {
+            if c.metadata
+                .vertex("bounded")
+                .is_some_and(|v| v.fully_finished())
+            {
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no checkpoint with a finished task"
+        );
+    }
+    job.cancel();
+    let _ = job.wait().await;
+    let before: usize = committed.lock().unwrap().values().map(|v| v.len()).sum();
+    assert!(before < 6100, "the job ended before the failure");
+
+    let opts = JobOptions {
+        restore: Some(RestoreFrom::Latest),
+        ..opts
+    };
+    let job = start(build(3), opts).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), job.wait())
+        .await
+        .expect("job hangs")
+        .unwrap();
+    let mut all: Vec<i64> = committed
+        .lock()
+        .unwrap()
+        .values()
+        .flatten()
+        .copied()
+        .collect();
+    all.sort();
+    let mut expected: Vec<i64> = (0..100).chain(0..6000).collect();
+    expected.sort();
+    assert_eq!(all.len(), expected.len(), "rows lost or committed twice");
+    assert_eq!(all, expected);
+}
+
+/// An operator that keeps union list state.
+struct UnionStateOperator;
+
+#[async_trait]
+impl Operator for UnionStateOperator {
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        out.emit(batch);
+        Ok(())
+    }
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        Ok(OperatorState::new(
+            StateDistribution::Union,
+            vec![serde_json::json!("shared")],
+        ))
+    }
+}
+
+struct UnionStateFactory;
+
+impl OperatorFactory for UnionStateFactory {
+    fn name(&self) -> String {
+        "union-state".into()
+    }
+    fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(UnionStateOperator))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn union_state_of_a_partly_finished_operator_aborts_checkpoints() {
+    let mut g = JobGraph::default();
+    let src = CountingSourceFactory {
+        rows: None,
+        short_subtask0: Some(3),
+    };
+    g.add_vertex(vertex(
+        "src",
+        2,
+        Some(Arc::new(src)),
+        vec![Arc::new(UnionStateFactory)],
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_millis(20)),
+        ..Default::default()
+    };
+    let job = start(g, opts).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after_finish = job.metrics.checkpoints_completed();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        job.metrics.checkpoints_completed(),
+        after_finish,
+        "checkpoints completed with partly finished union state"
+    );
+    // Draining finishes every subtask: the savepoint succeeds and the job ends.
+    job.stop_with_savepoint(true, dir.path().to_str().unwrap())
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), job.wait())
+        .await
+        .expect("job hangs")
+        .unwrap();
 }

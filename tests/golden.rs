@@ -150,3 +150,8 @@ fn golden_union_of_views() {
 fn golden_partitioned_sink() {
     golden("partitioned");
 }
+
+#[test]
+fn golden_tumble_window_aggregate() {
+    golden("tumble_window");
+}

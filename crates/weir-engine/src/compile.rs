@@ -2,7 +2,9 @@
 //! connectors' sources and sinks. Vertex uids are derived from the statement and node
 //! positions, so the same script always yields the same uids and restores its state.
 
-use crate::operators::{CalcOperatorFactory, UnionOperatorFactory, WatermarkAssignerFactory};
+use crate::operators::{
+    CalcOperatorFactory, UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
+};
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
 use weir_runtime::{JobGraph, OperatorFactory, Partitioning, Vertex};
@@ -81,6 +83,38 @@ pub async fn compile_into(
                     operators: vec![Arc::new(factory)],
                 });
                 graph.connect(from, v, Partitioning::Forward, 0);
+                v
+            }
+            PlanNode::WindowAggregate {
+                input,
+                keys,
+                window_end,
+                aggregates,
+                schema,
+            } => {
+                let from = vertex_of[*input];
+                let input_schema = match &plan.nodes[*input] {
+                    PlanNode::Calc { schema, .. }
+                    | PlanNode::Union { schema, .. }
+                    | PlanNode::WindowAggregate { schema, .. } => schema.clone(),
+                    PlanNode::Scan { table, .. } => table.schema.clone(),
+                    _ => return Err(weir_common::Error::internal("window aggregate over a sink")),
+                };
+                let factory = WindowAggregateFactory {
+                    keys: keys.clone(),
+                    window_end: *window_end,
+                    aggregates: aggregates.clone(),
+                    input_schema,
+                    schema: schema.clone(),
+                };
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("window-aggregate"),
+                    name: factory.name(),
+                    parallelism: default_parallelism,
+                    source: None,
+                    operators: vec![Arc::new(factory)],
+                });
+                graph.connect(from, v, Partitioning::Hash(keys.clone()), 0);
                 v
             }
             PlanNode::Union { inputs, schema } => {

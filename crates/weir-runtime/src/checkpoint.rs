@@ -27,6 +27,9 @@ pub enum StateDistribution {
     ToFirst,
     /// Every subtask gets every item (Flink's union list state).
     Union,
+    /// Keyed state: every item is a JSON object with a `kg` (key group) field and goes to
+    /// the subtask that owns that key group at the new parallelism.
+    KeyGroups,
 }
 
 /// State of one operator in one subtask: a list of JSON items.

@@ -297,10 +297,10 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
                     slot.push(st);
                 }
             }
-            source_states = Some(redistribute(&src, vertex.parallelism));
+            source_states = Some(redistribute(&src, vertex.parallelism, opts.max_parallelism));
             op_states = ops
                 .iter()
-                .map(|o| Some(redistribute(o, vertex.parallelism)))
+                .map(|o| Some(redistribute(o, vertex.parallelism, opts.max_parallelism)))
                 .collect();
         }
         let mut vertex_controls = Vec::new();

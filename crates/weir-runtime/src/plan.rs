@@ -62,7 +62,11 @@ pub fn plan_trigger(upstream: &[Vec<Vec<TaskRef>>], closed: &[Vec<bool>]) -> Tri
 
 /// Splits the union of old subtasks' states of one operator among `parallelism` new
 /// subtasks, following the distribution the operator recorded.
-pub fn redistribute(states: &[OperatorState], parallelism: usize) -> Vec<OperatorState> {
+pub fn redistribute(
+    states: &[OperatorState],
+    parallelism: usize,
+    max_parallelism: usize,
+) -> Vec<OperatorState> {
     let distribution = states.first().map(|s| s.distribution).unwrap_or_default();
     let items: Vec<_> = states
         .iter()
@@ -79,6 +83,14 @@ pub fn redistribute(states: &[OperatorState], parallelism: usize) -> Vec<Operato
         }
         StateDistribution::ToFirst => out[0].items = items,
         StateDistribution::Union => out.iter_mut().for_each(|o| o.items = items.clone()),
+        StateDistribution::KeyGroups => {
+            for item in items {
+                let kg = item.get("kg").and_then(|k| k.as_u64()).unwrap_or(0) as usize;
+                let owner =
+                    crate::exchange::subtask_for_key_group(kg, parallelism, max_parallelism);
+                out[owner].items.push(item);
+            }
+        }
     }
     out
 }
@@ -195,6 +207,7 @@ mod tests {
                 s(StateDistribution::RoundRobin, 2),
             ],
             3,
+            128,
         );
         assert_eq!(
             rr.iter().map(|o| o.items.len()).collect::<Vec<_>>(),
@@ -206,6 +219,7 @@ mod tests {
                 s(StateDistribution::ToFirst, 2),
             ],
             2,
+            128,
         );
         assert_eq!(first[0].items.len(), 2);
         assert!(first[1].items.is_empty());
@@ -215,7 +229,17 @@ mod tests {
                 s(StateDistribution::Union, 2),
             ],
             2,
+            128,
         );
         assert_eq!(union[1].items.len(), 2);
+        let kg = |g: u64| {
+            OperatorState::new(
+                StateDistribution::KeyGroups,
+                vec![serde_json::json!({"kg": g})],
+            )
+        };
+        let keyed = redistribute(&[kg(0), kg(127), kg(64)], 2, 128);
+        assert_eq!(keyed[0].items, vec![serde_json::json!({"kg": 0})]);
+        assert_eq!(keyed[1].items.len(), 2);
     }
 }

@@ -2,7 +2,11 @@
 //! `FILTER (WHERE …)` on aggregates. Flink-only DDL (computed columns, `WATERMARK FOR`,
 //! `ROW<…>` types, `WITH` options) is parsed in [`crate::parser`] with the same parser.
 
+use sqlparser::ast::{Expr, Ident};
 use sqlparser::dialect::Dialect;
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::Token;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FlinkDialect;
@@ -26,5 +30,21 @@ impl Dialect for FlinkDialect {
 
     fn supports_group_by_expr(&self) -> bool {
         true
+    }
+
+    /// `TABLE t` as an argument of a window TVF (`TUMBLE(TABLE t, …)`): parsed as the
+    /// identifier `__weir_table__.t`, which [`crate::functions::rewrite_window_tvfs`] consumes.
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        let is_table =
+            matches!(&parser.peek_token().token, Token::Word(w) if w.keyword == Keyword::TABLE);
+        if !is_table || !matches!(parser.peek_nth_token(1).token, Token::Word(_)) {
+            return None;
+        }
+        parser.next_token();
+        Some(parser.parse_object_name(false).map(|name| {
+            let mut parts = vec![Ident::new(crate::functions::TABLE_ARG)];
+            parts.extend(name.0.iter().filter_map(|p| p.as_ident().cloned()));
+            Expr::CompoundIdentifier(parts)
+        }))
     }
 }

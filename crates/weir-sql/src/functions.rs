@@ -187,3 +187,117 @@ pub fn alias_nested_fields(query: &mut sqlparser::ast::Query) {
     }
     set_expr(&mut query.body);
 }
+
+/// Marks `TABLE t` arguments (see the dialect's `parse_prefix`).
+pub const TABLE_ARG: &str = "__weir_table__";
+
+/// Flink's window table-valued functions become derived tables with the window columns:
+/// `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))` →
+/// `(SELECT *, date_bin(size, ts) AS window_start, … + size AS window_end,
+///   … + size - 1 ms AS window_time FROM t)`. A `GROUP BY window_start, window_end` over
+/// it is planned as an event-time window aggregate in streaming mode, and runs as an
+/// ordinary aggregate in batch mode.
+pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), String> {
+    use sqlparser::ast::{SetExpr, TableFactor};
+    fn factor(f: &mut TableFactor) -> Result<(), String> {
+        match f {
+            TableFactor::TableFunction {
+                expr: Expr::Function(func),
+                alias,
+            } => {
+                let name = func.name.to_string().to_ascii_uppercase();
+                let args = plain_args(&func.args).ok_or("window TVF with unexpected arguments")?;
+                let table = match args.first() {
+                    Some(Expr::CompoundIdentifier(parts)) if parts[0].value == TABLE_ARG => parts
+                        [1..]
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join("."),
+                    _ => return Err(format!("{name}: the first argument must be TABLE <name>")),
+                };
+                let time = match args.get(1) {
+                    Some(Expr::Function(d))
+                        if d.name.to_string().eq_ignore_ascii_case("DESCRIPTOR") =>
+                    {
+                        plain_args(&d.args)
+                            .and_then(|a| a.first().cloned())
+                            .ok_or("DESCRIPTOR(column) expected")?
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{name}: the second argument must be DESCRIPTOR(time column)"
+                        ));
+                    }
+                };
+                let text = match (name.as_str(), args.len()) {
+                    ("TUMBLE", 3) => {
+                        let size = &args[2];
+                        let start =
+                            format!("date_bin({size}, {time}, TIMESTAMP '1970-01-01 00:00:00')");
+                        format!(
+                            "SELECT *, {start} AS window_start, {start} + {size} AS window_end, \
+                             {start} + {size} - INTERVAL '1' MILLISECOND AS window_time FROM {table}"
+                        )
+                    }
+                    ("HOP" | "CUMULATE" | "SESSION" | "TUMBLE", _) => {
+                        return Err(format!(
+                            "window TVF {name} with {} arguments is not supported yet (TUMBLE(TABLE t, DESCRIPTOR(ts), size) is)",
+                            args.len()
+                        ));
+                    }
+                    _ => return Ok(()),
+                };
+                let mut stmts = crate::parser::parse_script(&text).map_err(|e| e.to_string())?;
+                let Some(crate::parser::WeirStatement::Select(subquery)) =
+                    stmts.pop().map(|s| s.statement)
+                else {
+                    return Err("internal: window TVF rewrite".into());
+                };
+                *f = TableFactor::Derived {
+                    lateral: false,
+                    subquery,
+                    alias: alias.clone(),
+                    sample: None,
+                };
+                Ok(())
+            }
+            TableFactor::Derived { subquery, .. } => rewrite_window_tvfs(subquery),
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
+                factor(&mut table_with_joins.relation)?;
+                for j in &mut table_with_joins.joins {
+                    factor(&mut j.relation)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+    fn set_expr(body: &mut SetExpr) -> Result<(), String> {
+        match body {
+            SetExpr::Select(select) => {
+                for t in &mut select.from {
+                    factor(&mut t.relation)?;
+                    for j in &mut t.joins {
+                        factor(&mut j.relation)?;
+                    }
+                }
+                Ok(())
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                set_expr(left)?;
+                set_expr(right)
+            }
+            SetExpr::Query(q) => rewrite_window_tvfs(q),
+            _ => Ok(()),
+        }
+    }
+    if let Some(with) = &mut query.with {
+        for cte in &mut with.cte_tables {
+            rewrite_window_tvfs(&mut cte.query)?;
+        }
+    }
+    set_expr(&mut query.body)
+}

@@ -20,6 +20,13 @@ pub enum CalcStep {
     },
 }
 
+/// One aggregate function of a window aggregate, with its `FILTER (WHERE …)`.
+#[derive(Debug, Clone)]
+pub struct AggregateSpec {
+    pub function: Arc<datafusion::physical_expr::aggregate::AggregateFunctionExpr>,
+    pub filter: Option<PhysicalExprRef>,
+}
+
 /// A node of a [`StreamPlan`]; inputs refer to earlier nodes.
 #[derive(Debug, Clone)]
 pub enum PlanNode {
@@ -35,6 +42,16 @@ pub enum PlanNode {
     Calc {
         input: usize,
         steps: Vec<CalcStep>,
+        schema: SchemaRef,
+    },
+    /// Event-time window aggregate: rows are grouped by the `keys` columns of the input
+    /// (which include the window's `window_end`, at position `window_end` among them); a
+    /// group is emitted once the watermark passes its window end.
+    WindowAggregate {
+        input: usize,
+        keys: Vec<usize>,
+        window_end: usize,
+        aggregates: Vec<AggregateSpec>,
         schema: SchemaRef,
     },
     /// Union of inputs with the same schema.

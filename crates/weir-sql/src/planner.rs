@@ -168,6 +168,7 @@ impl Planner {
     /// Plans a query to an unoptimized logical plan.
     async fn logical(&self, query: &Query) -> Result<LogicalPlan> {
         let mut query = query.clone();
+        crate::functions::rewrite_window_tvfs(&mut query).map_err(Error::plan)?;
         crate::functions::rewrite(&mut query);
         crate::functions::alias_nested_fields(&mut query);
         let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(
@@ -587,6 +588,61 @@ impl Planner {
                 Ok((node, steps))
             }
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input, nodes),
+            LogicalPlan::Aggregate(agg) => {
+                let input = self.translate_into_node(&agg.input, nodes)?;
+                let in_schema = agg.input.schema();
+                let mut keys = Vec::new();
+                for g in &agg.group_expr {
+                    match g {
+                        Expr::Column(c) => keys.push(in_schema.index_of_column(c)?),
+                        other => {
+                            return Err(Error::plan(format!(
+                                "GROUP BY {other}: in streaming mode, group by columns (compute expressions in a subquery)"
+                            )));
+                        }
+                    }
+                }
+                let window_end = keys.iter().position(|k| {
+                    let f = in_schema.field(*k);
+                    f.name() == "window_end" && matches!(f.data_type(), DataType::Timestamp(..))
+                });
+                let Some(window_end) = window_end else {
+                    return Err(Error::plan(
+                        "GROUP BY without the window_start, window_end of a window TVF is an updating aggregate, \
+                         which is not supported in streaming mode yet; group by the columns of \
+                         TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size)), or run in batch mode",
+                    ));
+                };
+                let props = datafusion::logical_expr::execution_props::ExecutionProps::new();
+                let mut aggregates = Vec::new();
+                for e in &agg.aggr_expr {
+                    // Deprecated in favour of `LoweredAggregateBuilder`; the helper still
+                    // gives exactly the function, its filter and its ordering.
+                    #[allow(deprecated)]
+                    let (function, filter, order) =
+                        datafusion::physical_planner::create_aggregate_expr_and_maybe_filter(
+                            e,
+                            in_schema,
+                            in_schema.as_arrow(),
+                            &props,
+                        )
+                        .map_err(plan_error)?;
+                    if !order.is_empty() {
+                        return Err(Error::plan(format!(
+                            "{e}: ordered aggregates are not supported in streaming mode yet"
+                        )));
+                    }
+                    aggregates.push(crate::plan::AggregateSpec { function, filter });
+                }
+                nodes.push(PlanNode::WindowAggregate {
+                    input,
+                    keys,
+                    window_end,
+                    aggregates,
+                    schema: Arc::new(agg.schema.as_arrow().clone()),
+                });
+                Ok((nodes.len() - 1, Vec::new()))
+            }
             LogicalPlan::Union(u) => {
                 let inputs = u
                     .inputs

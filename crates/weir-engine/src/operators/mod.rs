@@ -6,7 +6,9 @@
 mod calc;
 mod union;
 mod watermark_assigner;
+mod window_aggregate;
 
 pub use calc::{CalcOperator, CalcOperatorFactory};
 pub use union::UnionOperatorFactory;
 pub use watermark_assigner::WatermarkAssignerFactory;
+pub use window_aggregate::WindowAggregateFactory;

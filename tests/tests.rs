@@ -10,4 +10,5 @@ mod golden;
 mod nexmark;
 mod s3;
 mod savepoint;
+mod shell;
 mod sources;

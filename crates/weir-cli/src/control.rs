@@ -157,7 +157,7 @@ pub async fn stop(job: &str, drain: bool, savepoint_dir: Option<String>) -> anyh
     .await
     .with_context(|| format!("cannot reach job '{job}'"))?;
     if reply["ok"].as_bool() == Some(true) {
-        println!(
+        out!(
             "Savepoint completed. Path: {}",
             reply["savepoint"].as_str().unwrap_or_default()
         );
@@ -174,7 +174,7 @@ pub async fn stop(job: &str, drain: bool, savepoint_dir: Option<String>) -> anyh
 pub async fn list() -> anyhow::Result<i32> {
     for path in sockets() {
         match request(&path, json!({"command": "status"})).await {
-            Ok(s) => println!(
+            Ok(s) => out!(
                 "{}  rows in {}  rows out {}  last checkpoint {}",
                 s["job"].as_str().unwrap_or_default(),
                 s["rows_in"],

@@ -7,7 +7,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use weir::{Engine, Outcome, RestoreFrom};
 
+/// `println!` that does not panic when standard output is closed (e.g. piped into `head`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod control;
+mod shell;
 
 #[derive(Parser)]
 #[command(
@@ -16,8 +25,9 @@ mod control;
     about = "SQL stream processing with exactly-once output"
 )]
 struct Cli {
+    /// Without a command, `weir` starts the SQL shell.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -75,6 +85,15 @@ enum Command {
     },
     /// List the jobs running on this machine for this user.
     List,
+    /// The interactive SQL shell (also what `weir` alone starts).
+    Shell {
+        /// Run this script first, then read statements interactively (Flink's -i).
+        #[arg(short = 'i', long = "init")]
+        init: Option<PathBuf>,
+        /// Run this script and exit (Flink's -f).
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+    },
 }
 
 fn main() {
@@ -154,14 +173,14 @@ fn fill_placeholders(sql: &str, vars: &[String]) -> anyhow::Result<String> {
 }
 
 /// Peak resident memory of this process (Linux), in MiB.
-fn peak_rss_mb() -> Option<u64> {
+pub(crate) fn peak_rss_mb() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1024)
 }
 
-fn print_table(header: &[String], rows: &[Vec<String>]) {
+pub(crate) fn print_table(header: &[String], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -174,20 +193,24 @@ fn print_table(header: &[String], rows: &[Vec<String>]) {
             .zip(&widths)
             .map(|(c, w)| format!(" {c:<w$} "))
             .collect();
-        println!("|{}|", parts.join("|"));
+        out!("|{}|", parts.join("|"));
     };
     let sep: Vec<String> = widths.iter().map(|w| "-".repeat(w + 2)).collect();
-    println!("+{}+", sep.join("+"));
+    out!("+{}+", sep.join("+"));
     line(header);
-    println!("+{}+", sep.join("+"));
+    out!("+{}+", sep.join("+"));
     for r in rows {
         line(r);
     }
-    println!("+{}+", sep.join("+"));
+    out!("+{}+", sep.join("+"));
 }
 
 async fn run(cli: Cli) -> anyhow::Result<i32> {
-    match cli.command {
+    match cli.command.unwrap_or(Command::Shell {
+        init: None,
+        file: None,
+    }) {
+        Command::Shell { init, file } => shell::run(init, file).await,
         Command::Stop {
             job,
             drain,
@@ -260,9 +283,14 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
             match engine.execute(stmt).await.map_err(here)? {
                 Outcome::Done(_) => {}
                 Outcome::Table { header, rows } => print_table(&header, &rows),
-                Outcome::Explain(text) => println!("{text}"),
+                Outcome::Explain(text) => out!("{text}"),
                 Outcome::Job(plan) => plans.push(*plan),
                 Outcome::Batch(query) => batch_queries.push(*query),
+                Outcome::JobControl(_) => {
+                    bail!(
+                        "{name}: SHOW JOBS and STOP JOB belong to the shell; use `weir list` and `weir stop`"
+                    )
+                }
             }
             apply_overrides(engine.config_mut())?;
         }
@@ -273,9 +301,9 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         for query in &batch_queries {
             match engine.run_batch(query).await.map_err(in_file)? {
                 weir::engine::BatchResult::Rows(batches) => {
-                    println!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
+                    out!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
                     let n: usize = batches.iter().map(|b| b.num_rows()).sum();
-                    println!("{n} row(s) in set");
+                    out!("{n} row(s) in set");
                 }
                 weir::engine::BatchResult::Written(n) => written += n,
             }

@@ -23,6 +23,8 @@ pub enum Outcome {
     Job(Box<StreamPlan>),
     /// A planned batch query (`execution.runtime-mode` = `batch`), not run yet.
     Batch(Box<crate::batch::BatchQuery>),
+    /// `SHOW JOBS` / `STOP JOB …`: for whoever keeps the jobs (the shell).
+    JobControl(WeirStatement),
 }
 
 /// A SQL session.
@@ -225,6 +227,9 @@ impl Engine {
             WeirStatement::Select(query) => Ok(Outcome::Job(Box::new(
                 self.planner.plan_select(query).await?,
             ))),
+            WeirStatement::ShowJobs | WeirStatement::StopJob { .. } => {
+                Ok(Outcome::JobControl(stmt.clone()))
+            }
             WeirStatement::Explain(inner) => {
                 let plan = match inner.as_ref() {
                     WeirStatement::Insert { table, query } => {
@@ -241,6 +246,40 @@ impl Engine {
                 )))
             }
         }
+    }
+
+    /// True when every table `query` reads is bounded.
+    pub async fn query_is_bounded(&self, query: &sqlparser::ast::Query) -> Result<bool> {
+        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+        let logical = self.planner.optimized(query).await?;
+        let mut tables = Vec::new();
+        logical.apply(|node| {
+            if let datafusion::logical_expr::LogicalPlan::TableScan(scan) = node {
+                tables.push(scan.table_name.table().to_string());
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        for name in tables {
+            if let Some(t) = self.planner.catalog.tables.get(&name) {
+                let source =
+                    weir_connectors::create_source(&t.options, t.physical_schema.clone()).await?;
+                if !source.is_bounded() {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// A `SELECT` planned for batch execution (see [`Engine::run_batch`]).
+    pub async fn plan_batch_select(
+        &self,
+        query: &sqlparser::ast::Query,
+    ) -> Result<crate::batch::BatchQuery> {
+        Ok(crate::batch::BatchQuery {
+            logical: self.planner.optimized(query).await?,
+            sink: None,
+        })
     }
 
     fn batch_mode(&self) -> bool {

@@ -72,6 +72,14 @@ pub enum WeirStatement {
     },
     ShowTables,
     ShowViews,
+    /// `SHOW JOBS` (shell).
+    ShowJobs,
+    /// `STOP JOB 'id' [WITH SAVEPOINT] [DRAIN]` (shell).
+    StopJob {
+        id: String,
+        savepoint: bool,
+        drain: bool,
+    },
     Describe {
         name: String,
     },
@@ -177,6 +185,26 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
         p.next_token();
         p.next_token();
         return Ok(WeirStatement::ShowTables);
+    }
+    if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "JOBS") {
+        p.next_token();
+        p.next_token();
+        return Ok(WeirStatement::ShowJobs);
+    }
+    if word_is(&tok, "STOP") && word_is(&p.peek_nth_token(1).token, "JOB") {
+        p.next_token();
+        p.next_token();
+        let id = parse_key(p)?;
+        let savepoint = p.parse_keywords(&[Keyword::WITH, Keyword::SAVEPOINT]);
+        let drain = word_is(&p.peek_token().token, "DRAIN");
+        if drain {
+            p.next_token();
+        }
+        return Ok(WeirStatement::StopJob {
+            id,
+            savepoint,
+            drain,
+        });
     }
     if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "VIEWS") {
         p.next_token();

@@ -1,0 +1,68 @@
+//! The SQL shell, driven through a real pseudo-terminal.
+
+use rexpect::session::spawn_command;
+use std::process::Command;
+
+fn shell(dir: &std::path::Path) -> rexpect::session::PtySession {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+    cmd.env("WEIR_HISTORY", dir.join("history"))
+        .env("TERM", "dumb");
+    let mut s = spawn_command(cmd, Some(30_000)).expect("spawn the shell");
+    s.exp_string("Ctrl-D quits").unwrap();
+    s
+}
+
+#[test]
+fn shell_runs_statements_reports_errors_and_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut s = shell(dir.path());
+    s.send_line("CREATE TABLE t (id BIGINT, k INT)").unwrap();
+    s.send_line("  WITH ('connector' = 'datagen', 'number-of-rows' = '100', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '100', 'fields.k.min' = '0', 'fields.k.max' = '2');").unwrap();
+    s.exp_string("[INFO] table 't' created").unwrap();
+    // A typo: the error names the position and shows a caret; the shell goes on.
+    s.send_line("SELECT id FROM t WHERE;").unwrap();
+    s.exp_string("[ERROR] SQL error at line 1").unwrap();
+    s.exp_string("^").unwrap();
+    s.send_line("SET 'no.such.key' = '1';").unwrap();
+    s.exp_string("known keys").unwrap();
+    // A bounded SELECT prints a table with its row count (and may aggregate).
+    s.send_line("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY k;")
+        .unwrap();
+    s.exp_string("3 row(s) in set").unwrap();
+    // INSERT runs in the background; SHOW JOBS lists it.
+    s.send_line(&format!(
+        "CREATE TABLE d (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');",
+        out.display()
+    ))
+    .unwrap();
+    s.exp_string("created").unwrap();
+    s.send_line("INSERT INTO d SELECT id FROM t;").unwrap();
+    s.exp_string("Submitted job").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    s.send_line("SHOW JOBS;").unwrap();
+    s.exp_string("FINISHED").unwrap();
+    s.send_control('d').unwrap();
+    s.exp_eof().unwrap();
+    let lines = crate::common::committed_lines(&out);
+    assert_eq!(lines.iter().filter(|l| *l != "id").count(), 100);
+}
+
+#[test]
+fn ctrl_c_cancels_an_unbounded_select_and_keeps_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = shell(dir.path());
+    s.send_line(
+        "CREATE TABLE u (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '20');",
+    )
+    .unwrap();
+    s.exp_string("created").unwrap();
+    s.send_line("SELECT id FROM u;").unwrap();
+    s.exp_string("+I[").unwrap();
+    s.send_control('c').unwrap();
+    s.exp_string("query cancelled").unwrap();
+    s.send_line("SHOW TABLES;").unwrap();
+    s.exp_string("| u ").unwrap();
+    s.send_control('d').unwrap();
+    s.exp_eof().unwrap();
+}

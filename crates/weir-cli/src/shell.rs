@@ -324,8 +324,8 @@ mod tests {
     fn statements_end_at_semicolons_outside_quotes_and_comments() {
         assert!(complete("SELECT 1;"));
         assert!(!complete("SELECT ';'"));
-        assert!(!complete("SELECT 1 -- ;\\n"));
-        assert!(complete("SET 'a' = 'b';\\n"));
+        assert!(!complete("SELECT 1 -- ;\n"));
+        assert!(complete("SET 'a' = 'b';\n"));
         assert!(!complete("SELECT 1; SELECT"));
     }
 }

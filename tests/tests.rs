@@ -7,6 +7,7 @@ mod crash;
 mod errors;
 mod finishing;
 mod golden;
+mod library;
 mod nexmark;
 mod s3;
 mod savepoint;

@@ -8,6 +8,7 @@
 pub mod blackhole;
 pub mod datagen;
 pub mod filesystem;
+pub mod memory;
 pub mod nexmark;
 pub mod print;
 pub mod two_phase;
@@ -25,6 +26,7 @@ pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
         filesystem::SOURCE_OPTIONS,
         filesystem::SINK_OPTIONS,
     ),
+    ("memory", memory::OPTIONS, &[]),
     ("nexmark", nexmark::OPTIONS, &[]),
     ("print", &[], print::OPTIONS),
     ("blackhole", &[], blackhole::OPTIONS),
@@ -74,6 +76,7 @@ pub async fn create_source(
         "nexmark" => Ok(Arc::new(nexmark::NexmarkSourceFactory::new(
             options, schema,
         )?)),
+        "memory" => Ok(Arc::new(memory::MemorySourceFactory::new(options, schema)?)),
         other => Err(Error::config(format!(
             "table '{}': connector '{other}' can only be written to, not read",
             options.table

@@ -248,6 +248,86 @@ impl Engine {
         }
     }
 
+    /// Registers Arrow data as a bounded table `name` (all batches share `schema`).
+    pub async fn register_batches(
+        &mut self,
+        name: &str,
+        schema: arrow::datatypes::SchemaRef,
+        batches: Vec<arrow::array::RecordBatch>,
+    ) -> Result<()> {
+        let id = weir_connectors::memory::register(batches);
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                weir_sql::parser::ColumnOrComputed::Column(weir_sql::parser::ColumnSpec {
+                    name: f.name().clone(),
+                    data_type: f.data_type().clone(),
+                    nullable: f.is_nullable(),
+                })
+            })
+            .collect();
+        let table = weir_sql::parser::CreateTable {
+            name: name.to_string(),
+            if_not_exists: false,
+            columns,
+            watermark: None,
+            primary_key: Vec::new(),
+            partitioned_by: Vec::new(),
+            options: [
+                ("connector".to_string(), "memory".to_string()),
+                ("memory.id".to_string(), id),
+            ]
+            .into_iter()
+            .collect(),
+            location: weir_common::SqlLocation { line: 1, column: 1 },
+        };
+        self.planner.create_table(&table).await?;
+        Ok(())
+    }
+
+    /// Registers everything an Arrow `RecordBatchReader` yields as a bounded table.
+    pub async fn register_reader(
+        &mut self,
+        name: &str,
+        reader: impl arrow::record_batch::RecordBatchReader,
+    ) -> Result<()> {
+        let schema = reader.schema();
+        let batches = reader.collect::<Result<Vec<_>, _>>()?;
+        self.register_batches(name, schema, batches).await
+    }
+
+    /// Runs a bounded query with DataFusion and returns its rows (the library's `SELECT`).
+    pub async fn query(&self, sql: &str) -> Result<Vec<arrow::array::RecordBatch>> {
+        let mut statements = self.parse(sql)?;
+        let Some(WeirStatement::Select(query)) = statements.pop().map(|s| s.statement) else {
+            return Err(Error::plan("query() takes one SELECT"));
+        };
+        match self
+            .run_batch(&self.plan_batch_select(&query).await?)
+            .await?
+        {
+            crate::batch::BatchResult::Rows(b) => Ok(b),
+            crate::batch::BatchResult::Written(_) => Err(Error::internal("a SELECT wrote rows")),
+        }
+    }
+
+    /// Executes every statement of `sql` and starts its `INSERT`/`SELECT` statements as one
+    /// streaming job (`None` when the script has none).
+    pub async fn submit(&mut self, sql: &str) -> Result<Option<JobHandle>> {
+        let mut plans = Vec::new();
+        for stmt in self.parse(sql)? {
+            if let Outcome::Job(plan) = self.execute(&stmt).await? {
+                plans.push(*plan);
+            }
+        }
+        if plans.is_empty() {
+            return Ok(None);
+        }
+        let graph = self.build_job(&plans).await?;
+        Ok(Some(self.start(graph, None).await?))
+    }
+
     /// True when every table `query` reads is bounded.
     pub async fn query_is_bounded(&self, query: &sqlparser::ast::Query) -> Result<bool> {
         use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};

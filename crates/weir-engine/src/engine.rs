@@ -297,6 +297,31 @@ impl Engine {
         self.register_batches(name, schema, batches).await
     }
 
+    /// Registers everything a `Stream` of batches yields as a bounded table.
+    pub async fn register_stream(
+        &mut self,
+        name: &str,
+        schema: arrow::datatypes::SchemaRef,
+        stream: impl futures::Stream<Item = Result<arrow::array::RecordBatch>>,
+    ) -> Result<()> {
+        use futures::TryStreamExt;
+        let batches: Vec<_> = stream.try_collect().await?;
+        self.register_batches(name, schema, batches).await
+    }
+
+    /// Runs a bounded query with DataFusion; its rows arrive as a stream of batches.
+    pub async fn query_stream(
+        &self,
+        sql: &str,
+    ) -> Result<datafusion::physical_plan::SendableRecordBatchStream> {
+        let mut statements = self.parse(sql)?;
+        let Some(WeirStatement::Select(query)) = statements.pop().map(|s| s.statement) else {
+            return Err(Error::plan("query_stream() takes one SELECT"));
+        };
+        let plan = self.plan_batch_select(&query).await?;
+        self.planner.execute_batch_stream(plan.logical).await
+    }
+
     /// Runs a bounded query with DataFusion and returns its rows (the library's `SELECT`).
     pub async fn query(&self, sql: &str) -> Result<Vec<arrow::array::RecordBatch>> {
         let mut statements = self.parse(sql)?;

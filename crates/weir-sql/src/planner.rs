@@ -148,6 +148,19 @@ impl Planner {
         })
     }
 
+    /// Runs an optimized logical plan with DataFusion and returns its rows as a stream.
+    pub async fn execute_batch_stream(
+        &self,
+        plan: LogicalPlan,
+    ) -> Result<datafusion::physical_plan::SendableRecordBatchStream> {
+        let frame = self
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(plan_error)?;
+        frame.execute_stream().await.map_err(Error::DataFusion)
+    }
+
     /// The DataFusion session (to register functions).
     pub fn session(&self) -> &SessionContext {
         &self.ctx

@@ -202,3 +202,49 @@ fn file_sink_is_exactly_once_at_every_failpoint() {
         );
     }
 }
+
+#[test]
+fn ctrl_c_during_checkpoints_leaves_only_whole_committed_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = script(tmp.path(), 200_000, 20_000);
+    let chk = tmp.path().join("chk");
+    let child = spawn(
+        &[
+            &s,
+            "-p",
+            "2",
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+            "--checkpoint-interval",
+            "20 ms",
+        ],
+        &[],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = committed_lines(&tmp.path().join("out"));
+    assert!(!lines.is_empty(), "nothing was committed before Ctrl-C");
+    let mut ids = std::collections::HashSet::new();
+    for l in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("partial row '{l}': {e}"));
+        assert!(
+            ids.insert(v["id"].as_i64().unwrap()),
+            "row committed twice: {l}"
+        );
+    }
+}

@@ -15,7 +15,9 @@ use weir_sql::{BatchScan, CalcStep, Planner, TableDef, computed_physical};
 /// A planned batch query: `INSERT INTO sink …` or a `SELECT` to show.
 #[derive(Debug)]
 pub struct BatchQuery {
+    /// DataFusion's optimized plan of the query.
     pub logical: LogicalPlan,
+    /// The table an `INSERT` writes; `None` for a `SELECT`.
     pub sink: Option<Arc<TableDef>>,
 }
 

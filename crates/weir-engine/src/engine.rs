@@ -14,7 +14,9 @@ pub enum Outcome {
     Done(String),
     /// A result table (SHOW TABLES, DESCRIBE, SET;).
     Table {
+        /// Column titles.
         header: Vec<String>,
+        /// Rows of cells.
         rows: Vec<Vec<String>>,
     },
     /// EXPLAIN output.
@@ -40,6 +42,7 @@ impl Default for Engine {
 }
 
 impl Engine {
+    /// A session with `config` and an empty catalog.
     pub fn new(config: Config) -> Self {
         let mut planner = Planner::new();
         planner.set_batch_scan(std::sync::Arc::new(crate::batch::ConnectorBatchScan));
@@ -55,14 +58,17 @@ impl Engine {
         crate::batch::run(&self.planner, query).await
     }
 
+    /// The session's configuration.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// The session's configuration, to change (`SET`).
     pub fn config_mut(&mut self) -> &mut Config {
         &mut self.config
     }
 
+    /// The planner, with the catalog of tables and views.
     pub fn planner(&self) -> &Planner {
         &self.planner
     }

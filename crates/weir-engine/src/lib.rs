@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The engine: sessions that execute SQL statements ([`Engine`]), the compilation of
 //! planned queries into runtime job graphs ([`compile`]), and the operators that
 //! implement SQL semantics ([`operators`]).

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Weir: a SQL stream processor with exactly-once output, as a library.
 //!
 //! ```no_run

@@ -6,11 +6,13 @@ use weir_common::{Error, Result};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
 use weir_sql::CalcStep;
 
+/// Applies filters and projections to every batch.
 pub struct CalcOperator {
     steps: Vec<CalcStep>,
 }
 
 impl CalcOperator {
+    /// An operator applying `steps` in order.
     pub fn new(steps: Vec<CalcStep>) -> Self {
         Self { steps }
     }
@@ -60,8 +62,11 @@ impl Operator for CalcOperator {
     }
 }
 
+/// Creates [`CalcOperator`]s.
 pub struct CalcOperatorFactory {
+    /// The fused steps.
     pub steps: Vec<CalcStep>,
+    /// Name shown by EXPLAIN.
     pub label: String,
 }
 

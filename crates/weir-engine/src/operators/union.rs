@@ -26,7 +26,9 @@ impl Operator for UnionOperator {
     }
 }
 
+/// Creates union operators.
 pub struct UnionOperatorFactory {
+    /// The union's output schema.
     pub schema: SchemaRef,
 }
 

@@ -45,7 +45,9 @@ impl Operator for WatermarkAssigner {
     }
 }
 
+/// Creates watermark assigners.
 pub struct WatermarkAssignerFactory {
+    /// The `WATERMARK FOR … AS expr` expression over the table's columns.
     pub expr: PhysicalExprRef,
 }
 

@@ -21,11 +21,17 @@ use weir_runtime::exchange::{hash_rows, key_group};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
 
+/// Creates window aggregate operators.
 pub struct WindowAggregateFactory {
+    /// Group columns of the input (they include `window_end`).
     pub keys: Vec<usize>,
+    /// Position of `window_end` among `keys`.
     pub window_end: usize,
+    /// The aggregate functions.
     pub aggregates: Vec<AggregateSpec>,
+    /// Schema of the input.
     pub input_schema: SchemaRef,
+    /// Output schema: group columns, then one column per aggregate.
     pub schema: SchemaRef,
 }
 

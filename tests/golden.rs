@@ -155,3 +155,8 @@ fn golden_partitioned_sink() {
 fn golden_tumble_window_aggregate() {
     golden("tumble_window");
 }
+
+#[test]
+fn golden_hop_and_cumulate_windows() {
+    golden("hop_cumulate_windows");
+}

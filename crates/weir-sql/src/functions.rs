@@ -188,6 +188,30 @@ pub fn alias_nested_fields(query: &mut sqlparser::ast::Query) {
     set_expr(&mut query.body);
 }
 
+/// Milliseconds of a literal `INTERVAL 'n' UNIT` (SECOND, MINUTE, HOUR, DAY, MILLISECOND).
+fn interval_ms(e: &Expr) -> Option<i64> {
+    use sqlparser::ast::DateTimeField as F;
+    let Expr::Interval(i) = e else { return None };
+    let n: i64 = match i.value.as_ref() {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::SingleQuotedString(s) | sqlparser::ast::Value::Number(s, _) => {
+                s.trim().parse().ok()?
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let unit = match i.leading_field.as_ref()? {
+        F::Millisecond | F::Milliseconds => 1,
+        F::Second | F::Seconds => 1_000,
+        F::Minute | F::Minutes => 60_000,
+        F::Hour | F::Hours => 3_600_000,
+        F::Day | F::Days => 86_400_000,
+        _ => return None,
+    };
+    Some(n * unit)
+}
+
 /// Marks `TABLE t` arguments (see the dialect's `parse_prefix`).
 pub const TABLE_ARG: &str = "__weir_table__";
 
@@ -239,6 +263,44 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                             "SELECT *, {start} AS window_start, {start} + {size} AS window_end, \
                              {start} + {size} - INTERVAL '1' MILLISECOND AS window_time FROM {table}"
                         )
+                    }
+                    ("HOP" | "CUMULATE", 4) => {
+                        // HOP(…, slide, size): a row is in size/slide windows, the one starting
+                        // at its slide boundary and the ones before it. CUMULATE(…, step, size):
+                        // windows [start, start + j·step) of each size-long period.
+                        let (step, size) = (&args[2], &args[3]);
+                        let (Some(step_ms), Some(size_ms)) = (interval_ms(step), interval_ms(size))
+                        else {
+                            return Err(format!(
+                                "{name}: window sizes must be literal intervals such as INTERVAL '10' SECOND"
+                            ));
+                        };
+                        if step_ms <= 0 || size_ms % step_ms != 0 {
+                            return Err(format!(
+                                "{name}: the window size must be a positive multiple of the {}",
+                                if name == "HOP" { "slide" } else { "step" }
+                            ));
+                        }
+                        let origin = "TIMESTAMP '1970-01-01 00:00:00'";
+                        let copies: Vec<String> = (0..size_ms / step_ms)
+                            .map(|i| {
+                                if name == "HOP" {
+                                    let start = format!("(date_bin({step}, {time}, {origin}) - INTERVAL '{} milliseconds')", i * step_ms);
+                                    format!(
+                                        "SELECT *, {start} AS window_start, {start} + {size} AS window_end, \
+                                         {start} + {size} - INTERVAL '1' MILLISECOND AS window_time FROM {table}"
+                                    )
+                                } else {
+                                    let start = format!("date_bin({size}, {time}, {origin})");
+                                    let end = format!("({start} + INTERVAL '{} milliseconds')", (i + 1) * step_ms);
+                                    format!(
+                                        "SELECT *, {start} AS window_start, {end} AS window_end, \
+                                         {end} - INTERVAL '1' MILLISECOND AS window_time FROM {table} WHERE {time} < {end}"
+                                    )
+                                }
+                            })
+                            .collect();
+                        copies.join(" UNION ALL ")
                     }
                     ("HOP" | "CUMULATE" | "SESSION" | "TUMBLE", _) => {
                         return Err(format!(

@@ -6,8 +6,8 @@
 //! is pre-committed and committed depends on the store:
 //!
 //! * **Local file system** (and stores without multipart uploads): the part is written as
-//!   a hidden *pending* file `.part-<attempt>-<subtask>-<n>.<ext>.pending`; commit renames
-//!   it atomically to `part-<attempt>-<subtask>-<n>.<ext>`.
+//!   a hidden *pending* file `.part-<attempt>-<sink>-<subtask>-<n>.<ext>.pending`; commit renames
+//!   it atomically to `part-<attempt>-<sink>-<subtask>-<n>.<ext>`.
 //! * **Object stores with multipart uploads (S3)**: one multipart upload per part file,
 //!   created for the final key. Pre-commit uploads the part's data (5 MiB parts) and
 //!   records upload id, part ids and size; a marker `.weir-uploads/<name>.json` remembers
@@ -143,7 +143,14 @@ impl TwoPhaseCommitSink for FileSink {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             root: self.root.clone(),
-            prefix: format!("part-{}-{}-", task.attempt.simple(), task.subtask),
+            // Two sinks of one job may write to the same folder (two INSERTs into one
+            // table): the vertex tells their parts apart.
+            prefix: format!(
+                "part-{}-{:08x}-{}-",
+                task.attempt.simple(),
+                fnv32(&task.vertex_uid),
+                task.subtask
+            ),
             counter: 0,
             open: BTreeMap::new(),
             ready: Vec::new(),
@@ -159,6 +166,12 @@ impl TwoPhaseCommitSink for FileSink {
             root: self.root.clone(),
         })
     }
+}
+
+/// FNV-1a: a short, stable tag of a vertex uid.
+fn fnv32(text: &str) -> u32 {
+    text.bytes()
+        .fold(0x811c_9dc5, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
 }
 
 struct OpenPart {

@@ -160,3 +160,8 @@ fn golden_tumble_window_aggregate() {
 fn golden_hop_and_cumulate_windows() {
     golden("hop_cumulate_windows");
 }
+
+#[test]
+fn golden_inner_join() {
+    golden("inner_join");
+}

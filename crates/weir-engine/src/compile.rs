@@ -3,7 +3,8 @@
 //! positions, so the same script always yields the same uids and restores its state.
 
 use crate::operators::{
-    CalcOperatorFactory, UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
+    CalcOperatorFactory, JoinOperatorFactory, UnionOperatorFactory, WatermarkAssignerFactory,
+    WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -85,6 +86,51 @@ pub async fn compile_into(
                 graph.connect(from, v, Partitioning::Forward, 0);
                 v
             }
+            PlanNode::Join {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                filter,
+                schema,
+            } => {
+                let output_schema = |n: usize| -> Result<arrow::datatypes::SchemaRef> {
+                    match &plan.nodes[n] {
+                        PlanNode::Calc { schema, .. }
+                        | PlanNode::Union { schema, .. }
+                        | PlanNode::WindowAggregate { schema, .. }
+                        | PlanNode::Join { schema, .. } => Ok(schema.clone()),
+                        PlanNode::Scan { table, .. } => Ok(table.schema.clone()),
+                        _ => Err(weir_common::Error::internal("join over a sink")),
+                    }
+                };
+                let factory = JoinOperatorFactory {
+                    keys: [left_keys.clone(), right_keys.clone()],
+                    inputs: [output_schema(*left)?, output_schema(*right)?],
+                    filter: filter.clone(),
+                    schema: schema.clone(),
+                };
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("join"),
+                    name: factory.name(),
+                    parallelism: default_parallelism,
+                    source: None,
+                    operators: vec![Arc::new(factory)],
+                });
+                graph.connect(
+                    vertex_of[*left],
+                    v,
+                    Partitioning::Hash(left_keys.clone()),
+                    0,
+                );
+                graph.connect(
+                    vertex_of[*right],
+                    v,
+                    Partitioning::Hash(right_keys.clone()),
+                    1,
+                );
+                v
+            }
             PlanNode::WindowAggregate {
                 input,
                 keys,
@@ -96,7 +142,8 @@ pub async fn compile_into(
                 let input_schema = match &plan.nodes[*input] {
                     PlanNode::Calc { schema, .. }
                     | PlanNode::Union { schema, .. }
-                    | PlanNode::WindowAggregate { schema, .. } => schema.clone(),
+                    | PlanNode::WindowAggregate { schema, .. }
+                    | PlanNode::Join { schema, .. } => schema.clone(),
                     PlanNode::Scan { table, .. } => table.schema.clone(),
                     _ => return Err(weir_common::Error::internal("window aggregate over a sink")),
                 };

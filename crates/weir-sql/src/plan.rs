@@ -54,6 +54,17 @@ pub enum PlanNode {
         aggregates: Vec<AggregateSpec>,
         schema: SchemaRef,
     },
+    /// Regular inner equi-join of two append-only inputs: every row is kept (keyed by the
+    /// join columns) and joined with the rows of the other side that arrived before it.
+    Join {
+        left: usize,
+        right: usize,
+        left_keys: Vec<usize>,
+        right_keys: Vec<usize>,
+        /// Extra condition over the joined row.
+        filter: Option<PhysicalExprRef>,
+        schema: SchemaRef,
+    },
     /// Union of inputs with the same schema.
     Union {
         inputs: Vec<usize>,

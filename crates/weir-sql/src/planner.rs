@@ -601,6 +601,57 @@ impl Planner {
                 Ok((node, steps))
             }
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input, nodes),
+            LogicalPlan::Join(j) => {
+                if j.join_type != datafusion::logical_expr::JoinType::Inner || j.on.is_empty() {
+                    return Err(Error::plan(format!(
+                        "{} join{} is not supported in streaming mode yet (inner equi-joins are)",
+                        j.join_type,
+                        if j.on.is_empty() {
+                            " without an equality condition"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+                let left = self.translate_into_node(&j.left, nodes)?;
+                let right = self.translate_into_node(&j.right, nodes)?;
+                let (mut left_keys, mut right_keys) = (Vec::new(), Vec::new());
+                for (l, r) in &j.on {
+                    let (Expr::Column(lc), Expr::Column(rc)) = (l, r) else {
+                        return Err(Error::plan(format!(
+                            "join condition {l} = {r}: in streaming mode, join on columns (compute expressions in a subquery)"
+                        )));
+                    };
+                    let (li, ri) = (
+                        j.left.schema().index_of_column(lc)?,
+                        j.right.schema().index_of_column(rc)?,
+                    );
+                    let (lt, rt) = (
+                        j.left.schema().field(li).data_type(),
+                        j.right.schema().field(ri).data_type(),
+                    );
+                    if lt != rt {
+                        return Err(Error::plan(format!(
+                            "join condition {l} = {r} compares {lt} with {rt}; cast one side so both have the same type"
+                        )));
+                    }
+                    left_keys.push(li);
+                    right_keys.push(ri);
+                }
+                let filter = match &j.filter {
+                    Some(f) => Some(physical(f, &j.schema)?),
+                    None => None,
+                };
+                nodes.push(PlanNode::Join {
+                    left,
+                    right,
+                    left_keys,
+                    right_keys,
+                    filter,
+                    schema: Arc::new(j.schema.as_arrow().clone()),
+                });
+                Ok((nodes.len() - 1, Vec::new()))
+            }
             LogicalPlan::Aggregate(agg) => {
                 let input = self.translate_into_node(&agg.input, nodes)?;
                 let in_schema = agg.input.schema();

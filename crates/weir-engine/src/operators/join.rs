@@ -1,0 +1,218 @@
+//! `Join`: regular (unbounded) inner equi-join of two append-only inputs.
+//!
+//! Both inputs arrive hash-partitioned by their join columns. Every row is stored under its
+//! key and joined with the rows of the other side stored before it, so each matching pair
+//! is emitted exactly once, by whichever row came second. Rows with a NULL key never match.
+//! The state grows with the input (no TTL yet); it is keyed, so a snapshot stores each key
+//! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
+//! hands them to their new owners.
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{OwnedRow, RowConverter, SortField};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::Arc;
+use weir_common::{CheckpointId, Error, Result};
+use weir_runtime::exchange::{hash_rows, key_group};
+use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+use weir_sql::plan::PhysicalExprRef;
+
+/// Creates join operators.
+pub struct JoinOperatorFactory {
+    /// Join columns of the left (input 0) and right (input 1) side.
+    pub keys: [Vec<usize>; 2],
+    /// Schemas of the two inputs.
+    pub inputs: [SchemaRef; 2],
+    /// Extra condition over the joined row.
+    pub filter: Option<PhysicalExprRef>,
+    /// Output schema: left columns, then right columns.
+    pub schema: SchemaRef,
+}
+
+impl OperatorFactory for JoinOperatorFactory {
+    fn name(&self) -> String {
+        let names = |s: usize| {
+            self.keys[s]
+                .iter()
+                .map(|k| self.inputs[s].field(*k).name().clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!("Join(inner: [{}] = [{}])", names(0), names(1))
+    }
+    fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
+        let side = |s: usize| -> Result<Side> {
+            let fields = self.keys[s]
+                .iter()
+                .map(|k| SortField::new(self.inputs[s].field(*k).data_type().clone()))
+                .collect();
+            Ok(Side {
+                keys: self.keys[s].clone(),
+                converter: RowConverter::new(fields)?,
+                batches: Vec::new(),
+                index: HashMap::new(),
+            })
+        };
+        Ok(Box::new(JoinOperator {
+            sides: [side(0)?, side(1)?],
+            inputs: self.inputs.clone(),
+            filter: self.filter.clone(),
+            schema: self.schema.clone(),
+            max_parallelism: task.max_parallelism,
+        }))
+    }
+}
+
+struct Side {
+    keys: Vec<usize>,
+    converter: RowConverter,
+    batches: Vec<RecordBatch>,
+    index: HashMap<OwnedRow, Vec<(usize, usize)>>,
+}
+
+impl Side {
+    /// Stores `batch`; returns, per row, its key (`None` when a key column is NULL).
+    fn store(&mut self, batch: RecordBatch) -> Result<Vec<Option<OwnedRow>>> {
+        let columns: Vec<ArrayRef> = self.keys.iter().map(|k| batch.column(*k).clone()).collect();
+        let rows = self.converter.convert_columns(&columns)?;
+        let b = self.batches.len();
+        let mut keys = Vec::with_capacity(batch.num_rows());
+        for i in 0..batch.num_rows() {
+            if columns.iter().any(|c| c.is_null(i)) {
+                keys.push(None);
+                continue;
+            }
+            let key = rows.row(i).owned();
+            self.index.entry(key.clone()).or_default().push((b, i));
+            keys.push(Some(key));
+        }
+        self.batches.push(batch);
+        Ok(keys)
+    }
+}
+
+struct JoinOperator {
+    sides: [Side; 2],
+    inputs: [SchemaRef; 2],
+    filter: Option<PhysicalExprRef>,
+    schema: SchemaRef,
+    max_parallelism: usize,
+}
+
+fn gather(batches: &[RecordBatch], picks: &[(usize, usize)], column: usize) -> Result<ArrayRef> {
+    let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(column).as_ref()).collect();
+    Ok(arrow::compute::interleave(&arrays, picks)?)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Result<Vec<u8>> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| Error::Checkpoint(e.to_string())))
+        .collect()
+}
+
+#[async_trait]
+impl Operator for JoinOperator {
+    async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
+        for item in restored.map(|s| s.items).unwrap_or_default() {
+            let side = item["side"].as_u64().unwrap_or(0) as usize;
+            let bytes = unhex(item["batch"].as_str().unwrap_or_default())?;
+            for batch in
+                arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?
+            {
+                let batch =
+                    RecordBatch::try_new(self.inputs[side].clone(), batch?.columns().to_vec())?;
+                self.sides[side].store(batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn process_batch(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        let (this, other) = (input.min(1), 1 - input.min(1));
+        let stored = self.sides[this].batches.len();
+        let keys = self.sides[this].store(batch)?;
+        // Pairs (row of this batch, stored row of the other side).
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+        for (i, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            if let Some(matches) = self.sides[other].index.get(key) {
+                for m in matches {
+                    mine.push((stored, i));
+                    theirs.push(*m);
+                }
+            }
+        }
+        if mine.is_empty() {
+            return Ok(());
+        }
+        let (left, right) = if this == 0 {
+            (&mine, &theirs)
+        } else {
+            (&theirs, &mine)
+        };
+        let mut columns = Vec::with_capacity(self.schema.fields().len());
+        for c in 0..self.inputs[0].fields().len() {
+            columns.push(gather(&self.sides[0].batches, left, c)?);
+        }
+        for c in 0..self.inputs[1].fields().len() {
+            columns.push(gather(&self.sides[1].batches, right, c)?);
+        }
+        let relaxed = Arc::new(arrow::datatypes::Schema::new(
+            self.schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        let mut joined = RecordBatch::try_new(relaxed, columns)?;
+        if let Some(filter) = &self.filter {
+            let mask = filter.evaluate(&joined)?.into_array(joined.num_rows())?;
+            joined = arrow::compute::filter_record_batch(&joined, mask.as_boolean())?;
+        }
+        let joined =
+            RecordBatch::try_new(self.schema.clone(), joined.columns().to_vec()).unwrap_or(joined);
+        out.emit(joined);
+        Ok(())
+    }
+
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        let mut items = Vec::new();
+        for (s, side) in self.sides.iter().enumerate() {
+            if side.batches.is_empty() {
+                continue;
+            }
+            let all = arrow::compute::concat_batches(&self.inputs[s], &side.batches)?;
+            let groups: Vec<usize> = hash_rows(&all, &side.keys)?
+                .into_iter()
+                .map(|h| key_group(h, self.max_parallelism))
+                .collect();
+            let mut by_group: HashMap<usize, Vec<u32>> = HashMap::new();
+            for (row, kg) in groups.iter().enumerate() {
+                if side.keys.iter().all(|k| !all.column(*k).is_null(row)) {
+                    by_group.entry(*kg).or_default().push(row as u32);
+                }
+            }
+            for (kg, rows) in by_group {
+                let part = arrow::compute::take_record_batch(&all, &UInt32Array::from(rows))?;
+                let mut bytes = Vec::new();
+                let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &part.schema())?;
+                w.write(&part)?;
+                w.finish()?;
+                drop(w);
+                items.push(serde_json::json!({ "kg": kg, "side": s, "batch": hex(&bytes) }));
+            }
+        }
+        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+    }
+}

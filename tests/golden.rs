@@ -165,3 +165,8 @@ fn golden_hop_and_cumulate_windows() {
 fn golden_inner_join() {
     golden("inner_join");
 }
+
+#[test]
+fn golden_semi_join() {
+    golden("semi_join");
+}

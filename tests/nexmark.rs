@@ -42,7 +42,9 @@ fn run_query(q: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
 
 #[test]
 fn stateless_queries_agree_with_batch() {
-    for q in ["q0", "q1", "q2", "q3", "q14", "q20", "q21", "q22"] {
+    for q in [
+        "q0", "q1", "q2", "q3", "q7", "q8", "q14", "q20", "q21", "q22",
+    ] {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let chk = a.path().join("chk");
         let streaming = run_query(

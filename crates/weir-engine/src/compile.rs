@@ -87,6 +87,7 @@ pub async fn compile_into(
                 v
             }
             PlanNode::Join {
+                kind,
                 left,
                 right,
                 left_keys,
@@ -105,6 +106,7 @@ pub async fn compile_into(
                     }
                 };
                 let factory = JoinOperatorFactory {
+                    kind: *kind,
                     keys: [left_keys.clone(), right_keys.clone()],
                     inputs: [output_schema(*left)?, output_schema(*right)?],
                     filter: filter.clone(),

@@ -15,5 +15,5 @@ pub mod types;
 
 pub use catalog::{Catalog, TableDef, ViewDef};
 pub use parser::{Located, WeirStatement, parse_script};
-pub use plan::{AggregateSpec, CalcStep, PlanNode, StreamPlan};
+pub use plan::{AggregateSpec, CalcStep, JoinKind, PlanNode, StreamPlan};
 pub use planner::{BatchScan, Planner, computed_physical};

@@ -27,6 +27,17 @@ pub struct AggregateSpec {
     pub filter: Option<PhysicalExprRef>,
 }
 
+/// Kinds of streaming join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// Every matching pair, left columns then right columns.
+    Inner,
+    /// Each left row once, when it first has a match (`EXISTS`/`IN`, DISTINCT rewrites).
+    LeftSemi,
+    /// Each right row once, when it first has a match.
+    RightSemi,
+}
+
 /// A node of a [`StreamPlan`]; inputs refer to earlier nodes.
 #[derive(Debug, Clone)]
 pub enum PlanNode {
@@ -57,6 +68,8 @@ pub enum PlanNode {
     /// Regular inner equi-join of two append-only inputs: every row is kept (keyed by the
     /// join columns) and joined with the rows of the other side that arrived before it.
     Join {
+        /// Inner, or a semi join that keeps the rows of one side that have a match.
+        kind: JoinKind,
         left: usize,
         right: usize,
         left_keys: Vec<usize>,

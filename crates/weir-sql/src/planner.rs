@@ -602,9 +602,20 @@ impl Planner {
             }
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input, nodes),
             LogicalPlan::Join(j) => {
-                if j.join_type != datafusion::logical_expr::JoinType::Inner || j.on.is_empty() {
+                use datafusion::logical_expr::JoinType;
+                let kind = match j.join_type {
+                    JoinType::LeftSemi => crate::plan::JoinKind::LeftSemi,
+                    JoinType::RightSemi => crate::plan::JoinKind::RightSemi,
+                    _ => crate::plan::JoinKind::Inner,
+                };
+                let supported = match j.join_type {
+                    JoinType::Inner => true,
+                    JoinType::LeftSemi | JoinType::RightSemi => j.filter.is_none(),
+                    _ => false,
+                };
+                if !supported || j.on.is_empty() {
                     return Err(Error::plan(format!(
-                        "{} join{} is not supported in streaming mode yet (inner equi-joins are)",
+                        "{} join{} is not supported in streaming mode yet (inner equi-joins, and semi joins without extra conditions, are)",
                         j.join_type,
                         if j.on.is_empty() {
                             " without an equality condition"
@@ -643,6 +654,7 @@ impl Planner {
                     None => None,
                 };
                 nodes.push(PlanNode::Join {
+                    kind,
                     left,
                     right,
                     left_keys,

@@ -1,8 +1,10 @@
-//! `Join`: regular (unbounded) inner equi-join of two append-only inputs.
+//! `Join`: regular (unbounded) inner and semi equi-joins of two append-only inputs.
 //!
 //! Both inputs arrive hash-partitioned by their join columns. Every row is stored under its
 //! key and joined with the rows of the other side stored before it, so each matching pair
 //! is emitted exactly once, by whichever row came second. Rows with a NULL key never match.
+//! A semi join emits each row of its kept side once, when it first has a match, and
+//! remembers (also in checkpoints) which kept rows it emitted.
 //! The state grows with the input (no TTL yet); it is keyed, so a snapshot stores each key
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
@@ -16,10 +18,13 @@ use std::sync::Arc;
 use weir_common::{CheckpointId, Error, Result};
 use weir_runtime::exchange::{hash_rows, key_group};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+use weir_sql::JoinKind;
 use weir_sql::plan::PhysicalExprRef;
 
 /// Creates join operators.
 pub struct JoinOperatorFactory {
+    /// Inner or semi join.
+    pub kind: JoinKind,
     /// Join columns of the left (input 0) and right (input 1) side.
     pub keys: [Vec<usize>; 2],
     /// Schemas of the two inputs.
@@ -39,7 +44,7 @@ impl OperatorFactory for JoinOperatorFactory {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        format!("Join(inner: [{}] = [{}])", names(0), names(1))
+        format!("Join({:?}: [{}] = [{}])", self.kind, names(0), names(1))
     }
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
         let side = |s: usize| -> Result<Side> {
@@ -52,9 +57,11 @@ impl OperatorFactory for JoinOperatorFactory {
                 converter: RowConverter::new(fields)?,
                 batches: Vec::new(),
                 index: HashMap::new(),
+                emitted: Vec::new(),
             })
         };
         Ok(Box::new(JoinOperator {
+            kind: self.kind,
             sides: [side(0)?, side(1)?],
             inputs: self.inputs.clone(),
             filter: self.filter.clone(),
@@ -69,6 +76,8 @@ struct Side {
     converter: RowConverter,
     batches: Vec<RecordBatch>,
     index: HashMap<OwnedRow, Vec<(usize, usize)>>,
+    /// Semi joins, kept side: which stored rows were emitted.
+    emitted: Vec<Vec<bool>>,
 }
 
 impl Side {
@@ -87,17 +96,61 @@ impl Side {
             self.index.entry(key.clone()).or_default().push((b, i));
             keys.push(Some(key));
         }
+        self.emitted.push(vec![false; batch.num_rows()]);
         self.batches.push(batch);
         Ok(keys)
     }
 }
 
 struct JoinOperator {
+    kind: JoinKind,
     sides: [Side; 2],
     inputs: [SchemaRef; 2],
     filter: Option<PhysicalExprRef>,
     schema: SchemaRef,
     max_parallelism: usize,
+}
+
+impl JoinOperator {
+    /// Semi join: emit kept-side rows the first time they have a match.
+    fn semi(&mut self, this: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        let kept = if self.kind == JoinKind::LeftSemi {
+            0
+        } else {
+            1
+        };
+        let other = 1 - this;
+        let stored = self.sides[this].batches.len();
+        let keys = self.sides[this].store(batch)?;
+        let mut picks = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            if this == kept {
+                if self.sides[other].index.contains_key(key) {
+                    picks.push((stored, i));
+                }
+            } else if let Some(rows) = self.sides[kept].index.get(key) {
+                picks.extend(
+                    rows.iter()
+                        .copied()
+                        .filter(|(b, r)| !self.sides[kept].emitted[*b][*r]),
+                );
+            }
+        }
+        picks.sort_unstable();
+        picks.dedup();
+        if picks.is_empty() {
+            return Ok(());
+        }
+        for (b, r) in &picks {
+            self.sides[kept].emitted[*b][*r] = true;
+        }
+        let columns = (0..self.inputs[kept].fields().len())
+            .map(|c| gather(&self.sides[kept].batches, &picks, c))
+            .collect::<Result<Vec<_>>>()?;
+        out.emit(RecordBatch::try_new(self.schema.clone(), columns)?);
+        Ok(())
+    }
 }
 
 fn gather(batches: &[RecordBatch], picks: &[(usize, usize)], column: usize) -> Result<ArrayRef> {
@@ -125,9 +178,19 @@ impl Operator for JoinOperator {
             for batch in
                 arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?
             {
-                let batch =
-                    RecordBatch::try_new(self.inputs[side].clone(), batch?.columns().to_vec())?;
-                self.sides[side].store(batch)?;
+                let batch = batch?;
+                // A semi join's kept side carries an `__emitted` column after its own.
+                let n = self.inputs[side].fields().len();
+                let data =
+                    RecordBatch::try_new(self.inputs[side].clone(), batch.columns()[..n].to_vec())?;
+                self.sides[side].store(data)?;
+                if batch.num_columns() > n {
+                    let flags = batch.column(n).as_boolean().clone();
+                    let last = self.sides[side].emitted.last_mut().expect("stored batch");
+                    for (i, f) in flags.iter().enumerate() {
+                        last[i] = f.unwrap_or(false);
+                    }
+                }
             }
         }
         Ok(())
@@ -139,6 +202,9 @@ impl Operator for JoinOperator {
         batch: RecordBatch,
         out: &mut Output,
     ) -> Result<()> {
+        if self.kind != JoinKind::Inner {
+            return self.semi(input.min(1), batch, out);
+        }
         let (this, other) = (input.min(1), 1 - input.min(1));
         let stored = self.sides[this].batches.len();
         let keys = self.sides[this].store(batch)?;
@@ -187,6 +253,11 @@ impl Operator for JoinOperator {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        let kept = match self.kind {
+            JoinKind::Inner => None,
+            JoinKind::LeftSemi => Some(0),
+            JoinKind::RightSemi => Some(1),
+        };
         let mut items = Vec::new();
         for (s, side) in self.sides.iter().enumerate() {
             if side.batches.is_empty() {
@@ -203,6 +274,26 @@ impl Operator for JoinOperator {
                     by_group.entry(*kg).or_default().push(row as u32);
                 }
             }
+            let all = if kept == Some(s) {
+                let flags: arrow::array::BooleanArray =
+                    side.emitted.iter().flatten().map(|f| Some(*f)).collect();
+                let mut fields: Vec<arrow::datatypes::Field> = all
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                fields.push(arrow::datatypes::Field::new(
+                    "__emitted",
+                    arrow::datatypes::DataType::Boolean,
+                    true,
+                ));
+                let mut columns = all.columns().to_vec();
+                columns.push(Arc::new(flags));
+                RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?
+            } else {
+                all
+            };
             for (kg, rows) in by_group {
                 let part = arrow::compute::take_record_batch(&all, &UInt32Array::from(rows))?;
                 let mut bytes = Vec::new();

@@ -125,17 +125,7 @@ impl JobHandle {
     /// job ends once every task closed. If the savepoint fails the job keeps its state and
     /// the error says why.
     pub async fn stop_with_savepoint(&self, drain: bool, dir: &str) -> Result<String> {
-        let (tx, rx) = oneshot::channel();
-        self.commands
-            .send(Command::StopWithSavepoint {
-                drain,
-                dir: dir.to_string(),
-                reply: tx,
-            })
-            .await
-            .map_err(|_| Error::Checkpoint("the job has ended".into()))?;
-        rx.await
-            .map_err(|_| Error::Checkpoint("the job has ended".into()))?
+        self.controller().stop_with_savepoint(drain, dir).await
     }
 
     /// A cheap handle for sending commands (checkpoint, stop) from another task.

@@ -9,13 +9,14 @@
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
 
+use super::state::{decode_batches, encode_batch};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
-use weir_common::{CheckpointId, Error, Result};
+use weir_common::{CheckpointId, Result};
 use weir_runtime::exchange::{hash_rows, key_group};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::JoinKind;
@@ -158,27 +159,12 @@ fn gather(batches: &[RecordBatch], picks: &[(usize, usize)], column: usize) -> R
     Ok(arrow::compute::interleave(&arrays, picks)?)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Result<Vec<u8>> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| Error::Checkpoint(e.to_string())))
-        .collect()
-}
-
 #[async_trait]
 impl Operator for JoinOperator {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
         for item in restored.map(|s| s.items).unwrap_or_default() {
             let side = item["side"].as_u64().unwrap_or(0) as usize;
-            let bytes = unhex(item["batch"].as_str().unwrap_or_default())?;
-            for batch in
-                arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?
-            {
-                let batch = batch?;
+            for batch in decode_batches(item["batch"].as_str().unwrap_or_default())? {
                 // A semi join's kept side carries an `__emitted` column after its own.
                 let n = self.inputs[side].fields().len();
                 let data =
@@ -296,12 +282,9 @@ impl Operator for JoinOperator {
             };
             for (kg, rows) in by_group {
                 let part = arrow::compute::take_record_batch(&all, &UInt32Array::from(rows))?;
-                let mut bytes = Vec::new();
-                let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &part.schema())?;
-                w.write(&part)?;
-                w.finish()?;
-                drop(w);
-                items.push(serde_json::json!({ "kg": kg, "side": s, "batch": hex(&bytes) }));
+                items.push(
+                    serde_json::json!({ "kg": kg, "side": s, "batch": encode_batch(&part)? }),
+                );
             }
         }
         Ok(OperatorState::new(StateDistribution::KeyGroups, items))

@@ -5,6 +5,7 @@
 
 mod calc;
 mod join;
+mod state;
 mod union;
 mod watermark_assigner;
 mod window_aggregate;

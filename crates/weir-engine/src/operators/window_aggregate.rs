@@ -8,6 +8,7 @@
 //! accumulator states) as an Arrow IPC batch, so a restore at another parallelism hands
 //! every key group to its new owner.
 
+use super::state::{decode_batches, encode_batch};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
 use arrow::row::{OwnedRow, RowConverter, SortField};
@@ -16,7 +17,7 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 use std::collections::HashMap;
 use std::sync::Arc;
-use weir_common::{CheckpointId, Error, Result};
+use weir_common::{CheckpointId, Result};
 use weir_runtime::exchange::{hash_rows, key_group};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
@@ -96,17 +97,6 @@ fn millis(a: &ArrayRef) -> Result<Vec<i64>> {
     Ok(ms.as_primitive::<Int64Type>().values().to_vec())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Result<Vec<u8>> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| Error::Checkpoint(e.to_string())))
-        .collect()
-}
-
 impl WindowAggregate {
     fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
         self.aggregates
@@ -164,11 +154,7 @@ impl WindowAggregate {
 impl Operator for WindowAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
         for item in restored.map(|s| s.items).unwrap_or_default() {
-            let bytes = unhex(item["batch"].as_str().unwrap_or_default())?;
-            let reader =
-                arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
-            for batch in reader {
-                let batch = batch?;
+            for batch in decode_batches(item["batch"].as_str().unwrap_or_default())? {
                 let k = self.keys.len();
                 let key_columns: Vec<ArrayRef> = batch.columns()[..k].to_vec();
                 let rows = self.converter.convert_columns(&key_columns)?;
@@ -341,12 +327,7 @@ impl Operator for WindowAggregate {
         for (kg, rows) in by_group {
             let idx = UInt32Array::from(rows);
             let part = arrow::compute::take_record_batch(&all, &idx)?;
-            let mut bytes = Vec::new();
-            let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &part.schema())?;
-            w.write(&part)?;
-            w.finish()?;
-            drop(w);
-            items.push(serde_json::json!({ "kg": kg, "batch": hex(&bytes) }));
+            items.push(serde_json::json!({ "kg": kg, "batch": encode_batch(&part)? }));
         }
         Ok(OperatorState::new(StateDistribution::KeyGroups, items))
     }

@@ -10,17 +10,17 @@
 //! are event times: `2024-01-01 00:00:00 UTC` plus the row index times
 //! `1 s / rows-per-second`, so they increase with the row index.
 
+use crate::split::{Split, mix};
 use arrow::array::{
     ArrayRef, BooleanArray, Decimal128Array, Float64Array, Int64Array, RecordBatch, StringBuilder,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
-use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo};
+use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, TaskInfo};
 
 pub const OPTIONS: &[&str] = &[
     "connector",
@@ -179,14 +179,6 @@ fn check_supported(dt: &DataType, name: &str) -> Result<()> {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct SplitState {
-    split: u64,
-    splits: u64,
-    /// Rows this split has emitted.
-    next: u64,
-}
-
 impl SourceFactory for DatagenSourceFactory {
     fn name(&self) -> String {
         match self.total_rows {
@@ -201,23 +193,11 @@ impl SourceFactory for DatagenSourceFactory {
         self.total_rows.is_some()
     }
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
-        let splits = match restored {
-            Some(state) => state
-                .items
-                .into_iter()
-                .map(serde_json::from_value)
-                .collect::<Result<Vec<SplitState>, _>>()?,
-            None => vec![SplitState {
-                split: task.subtask as u64,
-                splits: task.parallelism as u64,
-                next: 0,
-            }],
-        };
-        let total_splits = splits.first().map(|s| s.splits).unwrap_or(1) as f64;
+        let splits = Split::load(task, restored)?;
         Ok(Box::new(DatagenSource {
             schema: self.schema.clone(),
             fields: self.fields.clone(),
-            rate: self.rows_per_second * splits.len() as f64 / total_splits,
+            rate: self.rows_per_second * Split::share(&splits),
             interval_ms: (1000.0 / self.rows_per_second).max(0.0),
             total_rows: self.total_rows,
             seed: self.seed,
@@ -236,39 +216,15 @@ struct DatagenSource {
     interval_ms: f64,
     total_rows: Option<u64>,
     seed: u64,
-    splits: Vec<SplitState>,
+    splits: Vec<Split>,
     turn: usize,
     started: Option<Instant>,
     emitted: u64,
 }
 
-/// SplitMix64: a fast, well-mixed hash of a 64-bit value.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl DatagenSource {
-    fn remaining(&self, s: &SplitState) -> u64 {
-        match self.total_rows {
-            None => u64::MAX,
-            Some(total) => {
-                let produced_before = s.split + s.next * s.splits; // next global index
-                if produced_before >= total {
-                    0
-                } else {
-                    (total - produced_before).div_ceil(s.splits)
-                }
-            }
-        }
-    }
-
-    fn generate(&self, s: &SplitState, rows: u64) -> Result<RecordBatch> {
-        let rows_idx: Vec<u64> = (0..rows)
-            .map(|i| s.split + (s.next + i) * s.splits)
-            .collect();
+    fn generate(&self, s: &Split, rows: u64) -> Result<RecordBatch> {
+        let rows_idx: Vec<u64> = (0..rows).map(|i| s.global(i)).collect();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.fields.len());
         for (c, (field, gen_)) in self.schema.fields().iter().zip(&self.fields).enumerate() {
             let key = mix(self.seed ^ mix(c as u64 + 1));
@@ -415,7 +371,7 @@ fn int_range(dt: &DataType) -> (i64, i64) {
 impl Source for DatagenSource {
     async fn poll_next(&mut self) -> Result<SourcePoll> {
         let live: Vec<usize> = (0..self.splits.len())
-            .filter(|i| self.remaining(&self.splits[*i]) > 0)
+            .filter(|i| self.splits[*i].remaining(self.total_rows) > 0)
             .collect();
         if live.is_empty() {
             return Ok(SourcePoll::Finished);
@@ -431,7 +387,7 @@ impl Source for DatagenSource {
         let i = live[self.turn % live.len()];
         self.turn = self.turn.wrapping_add(1);
         let rows = BATCH_ROWS
-            .min(self.remaining(&self.splits[i]))
+            .min(self.splits[i].remaining(self.total_rows))
             .min((allowed - self.emitted).max(1));
         let batch = self.generate(&self.splits[i], rows)?;
         self.splits[i].next += rows;
@@ -440,11 +396,6 @@ impl Source for DatagenSource {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let items = self
-            .splits
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?;
-        Ok(OperatorState::new(StateDistribution::RoundRobin, items))
+        Split::snapshot(&self.splits)
     }
 }

@@ -11,6 +11,7 @@ pub mod filesystem;
 pub mod memory;
 pub mod nexmark;
 pub mod print;
+mod split;
 pub mod two_phase;
 
 use arrow::datatypes::SchemaRef;

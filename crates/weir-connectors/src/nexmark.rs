@@ -9,6 +9,7 @@
 //! and field name, so the suite's DDL (`event_type`, `person ROW<…>`, `auction ROW<…>`,
 //! `bid ROW<…>`) works as written.
 
+use crate::split::{Split, mix};
 use arrow::array::{
     Array, ArrayRef, Int32Array, Int64Builder, NullBufferBuilder, RecordBatch, StringBuilder,
     StructArray, TimestampMillisecondBuilder,
@@ -16,12 +17,11 @@ use arrow::array::{
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Fields, SchemaRef};
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
-use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo};
+use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, TaskInfo};
 
 pub const OPTIONS: &[&str] = &[
     "connector",
@@ -84,13 +84,6 @@ fn text(h: u64, len: usize) -> &'static str {
     let p = pool();
     let start = (h as usize) % (p.len() - len);
     &p[start..start + len]
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -507,13 +500,6 @@ impl NexmarkSourceFactory {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Split {
-    split: u64,
-    splits: u64,
-    next: u64,
-}
-
 impl SourceFactory for NexmarkSourceFactory {
     fn name(&self) -> String {
         match self.events {
@@ -528,19 +514,8 @@ impl SourceFactory for NexmarkSourceFactory {
         self.events.is_some()
     }
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
-        let splits: Vec<Split> = match restored {
-            Some(s) => s
-                .items
-                .into_iter()
-                .map(serde_json::from_value)
-                .collect::<Result<_, _>>()?,
-            None => vec![Split {
-                split: task.subtask as u64,
-                splits: task.parallelism as u64,
-                next: 0,
-            }],
-        };
-        let share = splits.len() as f64 / splits.first().map(|s| s.splits).unwrap_or(1) as f64;
+        let splits = Split::load(task, restored)?;
+        let share = Split::share(&splits);
         Ok(Box::new(NexmarkSource {
             schema: self.schema.clone(),
             model: self.model,
@@ -566,24 +541,8 @@ struct NexmarkSource {
 }
 
 impl NexmarkSource {
-    fn remaining(&self, s: &Split) -> u64 {
-        match self.events {
-            None => u64::MAX,
-            Some(total) => {
-                let next = s.split + s.next * s.splits;
-                if next >= total {
-                    0
-                } else {
-                    (total - next).div_ceil(s.splits)
-                }
-            }
-        }
-    }
-
     fn batch(&self, s: &Split, rows: u64) -> Result<RecordBatch> {
-        let events: Vec<u64> = (0..rows)
-            .map(|i| s.split + (s.next + i) * s.splits)
-            .collect();
+        let events: Vec<u64> = (0..rows).map(|i| s.global(i)).collect();
         let want = ["person", "auction", "bid"].map(|k| self.schema.field_with_name(k).is_ok());
         let mut c = generate(&self.model, &events, want);
         let mut valid = std::mem::replace(
@@ -624,7 +583,7 @@ impl NexmarkSource {
 impl Source for NexmarkSource {
     async fn poll_next(&mut self) -> Result<SourcePoll> {
         let live: Vec<usize> = (0..self.splits.len())
-            .filter(|i| self.remaining(&self.splits[*i]) > 0)
+            .filter(|i| self.splits[*i].remaining(self.events) > 0)
             .collect();
         if live.is_empty() {
             return Ok(SourcePoll::Finished);
@@ -643,7 +602,7 @@ impl Source for NexmarkSource {
         }
         let i = live[self.turn % live.len()];
         self.turn = self.turn.wrapping_add(1);
-        let rows = rows.min(self.remaining(&self.splits[i])).max(1);
+        let rows = rows.min(self.splits[i].remaining(self.events)).max(1);
         let batch = self.batch(&self.splits[i], rows)?;
         self.splits[i].next += rows;
         self.emitted += rows;
@@ -651,12 +610,7 @@ impl Source for NexmarkSource {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let items = self
-            .splits
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<_, _>>()?;
-        Ok(OperatorState::new(StateDistribution::RoundRobin, items))
+        Split::snapshot(&self.splits)
     }
 }
 

@@ -6,8 +6,20 @@
 //! (DataFusion's execution) must agree too. `WEIR_BLESS=1` rewrites the files.
 
 use crate::common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// A fresh folder with the script rendered to write into its `out` folder.
+fn workspace(template: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let script = write_script(
+        tmp.path(),
+        "job.sql",
+        &render(template, &[("out", out.to_str().unwrap())]),
+    );
+    (tmp, out, script)
+}
 
 fn golden(name: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
@@ -15,13 +27,7 @@ fn golden(name: &str) {
     let expected_path = root.join(format!("{name}.expected"));
 
     // 1. Straight through.
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    let script = write_script(
-        tmp.path(),
-        "job.sql",
-        &render(&template, &[("out", out.to_str().unwrap())]),
-    );
+    let (_tmp, out, script) = workspace(&template);
     run_ok(&[script.to_str().unwrap(), "-p", "1"]);
     let straight = committed_lines(&out);
     assert!(!straight.is_empty(), "{name}: no output");
@@ -39,14 +45,8 @@ fn golden(name: &str) {
     );
 
     // 2. Parallelism 2, checkpoints every 100 ms.
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
+    let (tmp, out, script) = workspace(&template);
     let chk = tmp.path().join("chk");
-    let script = write_script(
-        tmp.path(),
-        "job.sql",
-        &render(&template, &[("out", out.to_str().unwrap())]),
-    );
     run_ok(&[
         script.to_str().unwrap(),
         "-p",
@@ -63,14 +63,8 @@ fn golden(name: &str) {
     );
 
     // 3. Killed after the first checkpoint, restored at parallelism 3.
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
+    let (tmp, out, script) = workspace(&template);
     let chk = tmp.path().join("chk");
-    let script = write_script(
-        tmp.path(),
-        "job.sql",
-        &render(&template, &[("out", out.to_str().unwrap())]),
-    );
     let (s, c) = (script.to_str().unwrap(), chk.to_str().unwrap());
     let mut child = spawn(
         &[
@@ -116,13 +110,7 @@ fn golden(name: &str) {
     );
 
     // 4. Batch mode: the same rows, computed by DataFusion.
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    let script = write_script(
-        tmp.path(),
-        "job.sql",
-        &render(&template, &[("out", out.to_str().unwrap())]),
-    );
+    let (_tmp, out, script) = workspace(&template);
     run_ok(&[script.to_str().unwrap(), "--mode", "batch"]);
     assert_eq!(
         committed_lines(&out),

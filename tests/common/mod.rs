@@ -125,3 +125,36 @@ impl Lcg {
         (self.0 >> 33) % below
     }
 }
+
+/// Applies the debezium-json changelog lines among `lines` (order-free: +1 per `after`,
+/// -1 per `before`) and returns the remaining rows, sorted, with the other lines.
+pub fn materialize(lines: Vec<String>) -> Vec<String> {
+    let mut counts: std::collections::BTreeMap<String, i64> = Default::default();
+    let mut plain = Vec::new();
+    for line in lines {
+        let Some(at) = line.find("{\"before\":") else {
+            plain.push(line);
+            continue;
+        };
+        let (prefix, body) = line.split_at(at);
+        let body = &body["{\"before\":".len()..];
+        let (rows, op) = body
+            .rsplit_once(",\"op\":")
+            .unwrap_or_else(|| panic!("not a debezium line: {line}"));
+        let (before, after) = rows
+            .split_once(",\"after\":")
+            .unwrap_or_else(|| panic!("not a debezium line: {line}"));
+        let (row, delta) = match op {
+            "\"c\"}" => (after, 1),
+            "\"d\"}" => (before, -1),
+            other => panic!("unknown op {other} in {line}"),
+        };
+        *counts.entry(format!("{prefix}{row}")).or_default() += delta;
+    }
+    for (row, n) in counts {
+        assert!(n >= 0, "{row} was retracted more often than inserted ({n})");
+        plain.extend(std::iter::repeat_n(row, n as usize));
+    }
+    plain.sort();
+    plain
+}

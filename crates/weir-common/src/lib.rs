@@ -5,12 +5,14 @@
 //! This crate does no I/O and knows nothing of SQL planning, operators or connectors;
 //! everything above it depends on it, it depends on nothing of ours.
 
+pub mod changelog;
 pub mod config;
 pub mod error;
 pub mod failpoint;
 pub mod ids;
 pub mod options;
 
+pub use changelog::RowKind;
 pub use config::{Config, RuntimeMode};
 pub use error::{Error, Result, SqlLocation};
 pub use failpoint::failpoint;

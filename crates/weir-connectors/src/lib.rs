@@ -85,19 +85,43 @@ pub async fn create_source(
     }
 }
 
-/// The sink of a table written by `INSERT INTO`.
+/// Checks that a table can take the rows of a query: `updates` names the operator that
+/// makes the query's result an updating one (a changelog with `-U`/`+U`/`-D` rows), if any,
+/// and only `print`, `blackhole` and files in `debezium-json` can take updates.
+pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Result<()> {
+    let (name, ..) = lookup(options)?;
+    let Some(producer) = updates else {
+        return Ok(());
+    };
+    let takes = match *name {
+        "print" | "blackhole" => true,
+        "filesystem" => filesystem::format::Format::from_options(options)?.takes_changelog(),
+        _ => false,
+    };
+    if takes {
+        return Ok(());
+    }
+    let format = options
+        .get("format")
+        .map(|f| format!(" with format '{f}'"))
+        .unwrap_or_default();
+    Err(Error::plan(format!(
+        "table '{}' (connector '{name}'{format}) can only take appended rows, but the query \
+         updates rows it has already written ({producer} produces -U/+U/-D changes); write to a \
+         table with 'format' = 'debezium-json' or to 'print'/'blackhole', or use a window aggregate",
+        options.table
+    )))
+}
+
+/// The sink of a table written by `INSERT INTO`; `updates` as for [`check_changelog`].
 pub async fn create_sink(
     options: &ConnectorOptions,
     schema: SchemaRef,
     partitioned_by: &[String],
+    updates: Option<&str>,
 ) -> Result<Arc<dyn OperatorFactory>> {
     let (name, ..) = lookup(options)?;
-    if !partitioned_by.is_empty() && *name != "filesystem" {
-        return Err(Error::config(format!(
-            "table '{}': connector '{name}' cannot write PARTITIONED BY tables",
-            options.table
-        )));
-    }
+    check_changelog(options, updates)?;
     match *name {
         "print" => Ok(Arc::new(print::PrintSinkFactory::new(options)?)),
         "blackhole" => {

@@ -1,5 +1,5 @@
 //! `'connector' = 'print'`: writes every row to standard output (or standard error) as
-//! Flink does: `+I[1, foo]`, prefixed by `identifier:` and by `N> ` (the 1-based subtask)
+//! Flink does: `+I[1, foo]` (or `-U`, `+U`, `-D` for the rows of an updating query), prefixed by `identifier:` and by `N> ` (the 1-based subtask)
 //! when the parallelism is above one.
 
 use arrow::array::Array;
@@ -33,7 +33,9 @@ struct PrintSink {
 }
 
 /// Formats each row of `batch` as Flink's `+I[a, b]`.
+/// A changelog batch shows each row's kind (`-U[…]`, `+U[…]`, `-D[…]`).
 pub fn format_rows(batch: &RecordBatch) -> Result<Vec<String>> {
+    let (batch, ops) = weir_common::changelog::split(batch);
     let options = FormatOptions::default().with_null("null");
     let formatters = batch
         .columns()
@@ -46,7 +48,8 @@ pub fn format_rows(batch: &RecordBatch) -> Result<Vec<String>> {
                 .iter()
                 .map(|f| f.value(row).to_string())
                 .collect();
-            format!("+I[{}]", values.join(", "))
+            let kind = weir_common::changelog::kind_at(ops.as_ref(), row);
+            format!("{}[{}]", kind.short(), values.join(", "))
         })
         .collect())
 }

@@ -116,7 +116,8 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
     };
     let schema = table.physical_schema.clone();
     let sink =
-        weir_connectors::create_sink(&table.options, schema.clone(), &table.partitioned_by).await?;
+        weir_connectors::create_sink(&table.options, schema.clone(), &table.partitioned_by, None)
+            .await?;
     let mut op = sink.create(&task(&table.name))?;
     op.open(None).await?;
     let mut out = Output::default();

@@ -3,8 +3,8 @@
 //! positions, so the same script always yields the same uids and restores its state.
 
 use crate::operators::{
-    CalcOperatorFactory, JoinOperatorFactory, UnionOperatorFactory, WatermarkAssignerFactory,
-    WindowAggregateFactory,
+    CalcOperatorFactory, GroupAggregateFactory, JoinOperatorFactory, TopNFactory,
+    UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -14,6 +14,27 @@ use weir_sql::{CalcStep, PlanNode, StreamPlan};
 fn calc_label(steps: &[CalcStep]) -> String {
     let parts: Vec<String> = steps.iter().map(|s| s.to_string()).collect();
     format!("Calc({})", parts.join("; "))
+}
+
+/// Adds a vertex running `factory` at the job's parallelism, fed by `from` hash-partitioned
+/// on `keys`.
+fn keyed_vertex(
+    graph: &mut JobGraph,
+    uid: String,
+    factory: impl OperatorFactory + 'static,
+    from: usize,
+    keys: &[usize],
+    parallelism: usize,
+) -> usize {
+    let v = graph.add_vertex(Vertex {
+        uid,
+        name: factory.name(),
+        parallelism,
+        source: None,
+        operators: vec![Arc::new(factory)],
+    });
+    graph.connect(from, v, Partitioning::Hash(keys.to_vec()), 0);
+    v
 }
 
 /// Adds `plan` (statement number `statement`) to `graph`.
@@ -95,20 +116,10 @@ pub async fn compile_into(
                 filter,
                 schema,
             } => {
-                let output_schema = |n: usize| -> Result<arrow::datatypes::SchemaRef> {
-                    match &plan.nodes[n] {
-                        PlanNode::Calc { schema, .. }
-                        | PlanNode::Union { schema, .. }
-                        | PlanNode::WindowAggregate { schema, .. }
-                        | PlanNode::Join { schema, .. } => Ok(schema.clone()),
-                        PlanNode::Scan { table, .. } => Ok(table.schema.clone()),
-                        _ => Err(weir_common::Error::internal("join over a sink")),
-                    }
-                };
                 let factory = JoinOperatorFactory {
                     kind: *kind,
                     keys: [left_keys.clone(), right_keys.clone()],
-                    inputs: [output_schema(*left)?, output_schema(*right)?],
+                    inputs: [plan.output_schema(*left), plan.output_schema(*right)],
                     filter: filter.clone(),
                     schema: schema.clone(),
                 };
@@ -141,30 +152,69 @@ pub async fn compile_into(
                 schema,
             } => {
                 let from = vertex_of[*input];
-                let input_schema = match &plan.nodes[*input] {
-                    PlanNode::Calc { schema, .. }
-                    | PlanNode::Union { schema, .. }
-                    | PlanNode::WindowAggregate { schema, .. }
-                    | PlanNode::Join { schema, .. } => schema.clone(),
-                    PlanNode::Scan { table, .. } => table.schema.clone(),
-                    _ => return Err(weir_common::Error::internal("window aggregate over a sink")),
-                };
                 let factory = WindowAggregateFactory {
                     keys: keys.clone(),
                     window_end: *window_end,
                     aggregates: aggregates.clone(),
-                    input_schema,
+                    input_schema: plan.output_schema(*input),
                     schema: schema.clone(),
                 };
-                let v = graph.add_vertex(Vertex {
-                    uid: uid("window-aggregate"),
-                    name: factory.name(),
-                    parallelism: default_parallelism,
-                    source: None,
-                    operators: vec![Arc::new(factory)],
-                });
-                graph.connect(from, v, Partitioning::Hash(keys.clone()), 0);
-                v
+                keyed_vertex(
+                    graph,
+                    uid("window-aggregate"),
+                    factory,
+                    from,
+                    keys,
+                    default_parallelism,
+                )
+            }
+            PlanNode::GroupAggregate {
+                input,
+                keys,
+                aggregates,
+                retract,
+                schema,
+            } => {
+                let factory = GroupAggregateFactory {
+                    keys: keys.clone(),
+                    aggregates: aggregates.clone(),
+                    retract: *retract,
+                    input_schema: plan.output_schema(*input),
+                    schema: schema.clone(),
+                };
+                keyed_vertex(
+                    graph,
+                    uid("group-aggregate"),
+                    factory,
+                    vertex_of[*input],
+                    keys,
+                    default_parallelism,
+                )
+            }
+            PlanNode::TopN {
+                input,
+                partition,
+                order,
+                limit,
+                row_number,
+                schema,
+            } => {
+                let factory = TopNFactory {
+                    partition: partition.clone(),
+                    order: order.clone(),
+                    limit: *limit,
+                    row_number: *row_number,
+                    input_schema: plan.output_schema(*input),
+                    schema: schema.clone(),
+                };
+                keyed_vertex(
+                    graph,
+                    uid("top-n"),
+                    factory,
+                    vertex_of[*input],
+                    partition,
+                    default_parallelism,
+                )
             }
             PlanNode::Union { inputs, schema } => {
                 let v = graph.add_vertex(Vertex {
@@ -174,6 +224,7 @@ pub async fn compile_into(
                     source: None,
                     operators: vec![Arc::new(UnionOperatorFactory {
                         schema: schema.clone(),
+                        changelog: plan.updates(i).is_some(),
                     })],
                 });
                 for input in inputs {
@@ -192,6 +243,7 @@ pub async fn compile_into(
                     &table.options,
                     table.physical_schema.clone(),
                     &table.partitioned_by,
+                    plan.updates(i),
                 )
                 .await?;
                 let v = graph.add_vertex(Vertex {
@@ -214,7 +266,9 @@ pub async fn compile_into(
                         .into_iter()
                         .collect(),
                 );
-                let sink = weir_connectors::create_sink(&options, schema.clone(), &[]).await?;
+                let sink =
+                    weir_connectors::create_sink(&options, schema.clone(), &[], plan.updates(i))
+                        .await?;
                 let v = graph.add_vertex(Vertex {
                     uid: uid("collect"),
                     name: "Sink: print (SELECT)".into(),

@@ -227,9 +227,14 @@ impl Engine {
                     sink: None,
                 })))
             }
-            WeirStatement::Insert { table, query } => Ok(Outcome::Job(Box::new(
-                self.planner.plan_insert(table, query).await?,
-            ))),
+            WeirStatement::Insert { table, query } => {
+                let plan = self.planner.plan_insert(table, query).await?;
+                let sink = plan.nodes.len() - 1;
+                if let Some(weir_sql::PlanNode::Sink { table, .. }) = plan.nodes.last() {
+                    weir_connectors::check_changelog(&table.options, plan.updates(sink))?;
+                }
+                Ok(Outcome::Job(Box::new(plan)))
+            }
             WeirStatement::Select(query) => Ok(Outcome::Job(Box::new(
                 self.planner.plan_select(query).await?,
             ))),

@@ -65,6 +65,31 @@ pub enum PlanNode {
         aggregates: Vec<AggregateSpec>,
         schema: SchemaRef,
     },
+    /// Updating aggregate (a `GROUP BY` without a window): rows are grouped by the `keys`
+    /// columns; a new group emits `+I`, a changed one `-U` (old) and `+U` (new), and a group
+    /// whose last row is retracted `-D`. Retractions in the input are taken back from the
+    /// accumulators (`retract`).
+    GroupAggregate {
+        input: usize,
+        keys: Vec<usize>,
+        aggregates: Vec<AggregateSpec>,
+        /// Whether the input is itself a changelog.
+        retract: bool,
+        schema: SchemaRef,
+    },
+    /// Top-N per partition (`ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) <= n`), also
+    /// deduplication when `n` is 1: keeps the best `n` rows of each partition and emits the
+    /// changes of the ranking as a changelog.
+    TopN {
+        input: usize,
+        partition: Vec<usize>,
+        /// Sort columns of the input with their direction.
+        order: Vec<(usize, arrow::compute::SortOptions)>,
+        limit: usize,
+        /// Whether the output carries the row number (as its last column).
+        row_number: bool,
+        schema: SchemaRef,
+    },
     /// Regular inner equi-join of two append-only inputs: every row is kept (keyed by the
     /// join columns) and joined with the rows of the other side that arrived before it.
     Join {
@@ -97,6 +122,54 @@ pub struct StreamPlan {
     pub logical_plan: String,
 }
 
+impl StreamPlan {
+    /// The schema of the rows node `n` produces (its input's, for a sink).
+    pub fn output_schema(&self, n: usize) -> SchemaRef {
+        output_schema_in(&self.nodes, n)
+    }
+
+    /// Whether node `n` produces a changelog (rows with `-U`/`+U`/`-D` kinds), and if so
+    /// the name of the operator that makes it one.
+    pub fn updates(&self, n: usize) -> Option<&'static str> {
+        updates_in(&self.nodes, n)
+    }
+}
+
+/// [`StreamPlan::output_schema`] over a plan under construction.
+pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
+    {
+        match &nodes[n] {
+            PlanNode::Scan { table, .. } => table.schema.clone(),
+            PlanNode::Calc { schema, .. }
+            | PlanNode::WindowAggregate { schema, .. }
+            | PlanNode::GroupAggregate { schema, .. }
+            | PlanNode::TopN { schema, .. }
+            | PlanNode::Join { schema, .. }
+            | PlanNode::Union { schema, .. }
+            | PlanNode::Collect { schema, .. } => schema.clone(),
+            PlanNode::Sink { input, .. } => output_schema_in(nodes, *input),
+        }
+    }
+}
+
+/// [`StreamPlan::updates`] over a plan under construction.
+pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
+    {
+        match &nodes[n] {
+            PlanNode::Scan { .. } | PlanNode::WindowAggregate { .. } | PlanNode::Join { .. } => {
+                None
+            }
+            PlanNode::GroupAggregate { .. } => Some("GroupAggregate"),
+            PlanNode::TopN { limit: 1, .. } => Some("Deduplicate"),
+            PlanNode::TopN { .. } => Some("TopN"),
+            PlanNode::Calc { input, .. }
+            | PlanNode::Sink { input, .. }
+            | PlanNode::Collect { input, .. } => updates_in(nodes, *input),
+            PlanNode::Union { inputs, .. } => inputs.iter().find_map(|i| updates_in(nodes, *i)),
+        }
+    }
+}
+
 impl fmt::Display for CalcStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -118,5 +191,48 @@ impl fmt::Display for CalcStep {
                 write!(f, "select {}", items.join(", "))
             }
         }
+    }
+}
+
+/// Whether column `col` of node `n` is the `window_end` of a window TVF, directly or
+/// renamed through projections, filters, unions, joins and earlier window aggregates (whose
+/// output keeps its window): grouping by it makes an aggregate a window aggregate.
+pub fn is_window_end(nodes: &[PlanNode], n: usize, col: usize) -> bool {
+    use datafusion::physical_expr::expressions::Column;
+    match &nodes[n] {
+        PlanNode::Calc { input, steps, .. } => {
+            let mut col = col;
+            for step in steps.iter().rev() {
+                if let CalcStep::Project { exprs, schema } = step {
+                    match exprs[col].downcast_ref::<Column>() {
+                        Some(c) => col = c.index(),
+                        None => {
+                            // Where a window TVF's rewrite computes its bounds.
+                            let f = schema.field(col);
+                            return f.name() == "window_end"
+                                && matches!(
+                                    f.data_type(),
+                                    arrow::datatypes::DataType::Timestamp(..)
+                                );
+                        }
+                    }
+                }
+            }
+            is_window_end(nodes, *input, col)
+        }
+        PlanNode::WindowAggregate { window_end, .. } => col == *window_end,
+        PlanNode::Union { inputs, .. } => inputs.iter().all(|i| is_window_end(nodes, *i, col)),
+        PlanNode::Join {
+            left, right, kind, ..
+        } => {
+            let left_width = output_schema_in(nodes, *left).fields().len();
+            match kind {
+                JoinKind::RightSemi => is_window_end(nodes, *right, col),
+                _ if col < left_width => is_window_end(nodes, *left, col),
+                JoinKind::Inner => is_window_end(nodes, *right, col - left_width),
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }

@@ -583,7 +583,25 @@ impl Planner {
                 Ok((nodes.len() - 1, steps))
             }
             LogicalPlan::Projection(p) => {
-                let (node, mut steps) = self.translate(&p.input, nodes)?;
+                let top_n = match p.input.as_ref() {
+                    LogicalPlan::Filter(f)
+                        if matches!(f.input.as_ref(), LogicalPlan::Window(_)) =>
+                    {
+                        // The row number is only computed when the projection keeps it.
+                        let rank = f.input.schema().fields().len() - 1;
+                        let rank_used = p.expr.iter().any(|e| {
+                            e.column_refs()
+                                .iter()
+                                .any(|c| f.input.schema().index_of_column(c).ok() == Some(rank))
+                        });
+                        Some(self.top_n(f, rank_used, nodes)?)
+                    }
+                    _ => None,
+                };
+                let (node, mut steps) = match top_n {
+                    Some(node) => (node, Vec::new()),
+                    None => self.translate(&p.input, nodes)?,
+                };
                 let exprs = p
                     .expr
                     .iter()
@@ -595,6 +613,13 @@ impl Planner {
                 });
                 Ok((node, steps))
             }
+            LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(_)) => {
+                Ok((self.top_n(f, true, nodes)?, Vec::new()))
+            }
+            LogicalPlan::Window(_) => Err(Error::plan(
+                "OVER windows are not supported in streaming mode yet, except as Top-N: \
+                 ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) filtered with `<= n` in an outer query",
+            )),
             LogicalPlan::Filter(f) => {
                 let (node, mut steps) = self.translate(&f.input, nodes)?;
                 steps.push(CalcStep::Filter(physical(&f.predicate, f.input.schema())?));
@@ -626,6 +651,13 @@ impl Planner {
                 }
                 let left = self.translate_into_node(&j.left, nodes)?;
                 let right = self.translate_into_node(&j.right, nodes)?;
+                if let Some(producer) =
+                    crate::plan::updates_in(nodes, left).or(crate::plan::updates_in(nodes, right))
+                {
+                    return Err(Error::plan(format!(
+                        "a join over an updating input ({producer}) is not supported in streaming mode yet"
+                    )));
+                }
                 let (mut left_keys, mut right_keys) = (Vec::new(), Vec::new());
                 for (l, r) in &j.on {
                     let (Expr::Column(lc), Expr::Column(rc)) = (l, r) else {
@@ -665,30 +697,64 @@ impl Planner {
                 Ok((nodes.len() - 1, Vec::new()))
             }
             LogicalPlan::Aggregate(agg) => {
-                let input = self.translate_into_node(&agg.input, nodes)?;
+                let (node, mut steps) = self.translate(&agg.input, nodes)?;
                 let in_schema = agg.input.schema();
                 let mut keys = Vec::new();
+                // Group expressions that are not columns are computed first, as columns
+                // appended to the input (the aggregates' arguments keep their positions).
+                let mut computed: Vec<(PhysicalExprRef, Field)> = Vec::new();
                 for g in &agg.group_expr {
                     match g {
                         Expr::Column(c) => keys.push(in_schema.index_of_column(c)?),
-                        other => {
+                        Expr::GroupingSet(_) => {
                             return Err(Error::plan(format!(
-                                "GROUP BY {other}: in streaming mode, group by columns (compute expressions in a subquery)"
+                                "GROUP BY {g}: grouping sets are not supported in streaming mode yet"
                             )));
+                        }
+                        other => {
+                            let (_, field) = datafusion::logical_expr::ExprSchemable::to_field(
+                                other, in_schema,
+                            )?;
+                            let (data_type, nullable) =
+                                (field.data_type().clone(), field.is_nullable());
+                            keys.push(in_schema.fields().len() + computed.len());
+                            computed.push((
+                                physical(other, in_schema)?,
+                                Field::new(other.schema_name().to_string(), data_type, nullable),
+                            ));
                         }
                     }
                 }
-                let window_end = keys.iter().position(|k| {
-                    let f = in_schema.field(*k);
-                    f.name() == "window_end" && matches!(f.data_type(), DataType::Timestamp(..))
-                });
-                let Some(window_end) = window_end else {
-                    return Err(Error::plan(
-                        "GROUP BY without the window_start, window_end of a window TVF is an updating aggregate, \
-                         which is not supported in streaming mode yet; group by the columns of \
-                         TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size)), or run in batch mode",
-                    ));
-                };
+                let mut input_fields: Vec<Field> = in_schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                if !computed.is_empty() {
+                    let mut exprs: Vec<PhysicalExprRef> = input_fields
+                        .iter()
+                        .enumerate()
+                        .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as PhysicalExprRef)
+                        .collect();
+                    for (e, f) in computed {
+                        exprs.push(e);
+                        input_fields.push(f);
+                    }
+                    steps.push(CalcStep::Project {
+                        exprs,
+                        schema: Arc::new(Schema::new(input_fields.clone())),
+                    });
+                }
+                let input = materialize(node, steps, Arc::new(Schema::new(input_fields)), nodes);
+                let window_end = keys
+                    .iter()
+                    .position(|k| crate::plan::is_window_end(nodes, input, *k));
+                let input_updates = crate::plan::updates_in(nodes, input);
+                if let (Some(_), Some(producer)) = (window_end, input_updates) {
+                    return Err(Error::plan(format!(
+                        "a window aggregate over an updating input ({producer}) is not supported"
+                    )));
+                }
                 let props = datafusion::logical_expr::execution_props::ExecutionProps::new();
                 let mut aggregates = Vec::new();
                 for e in &agg.aggr_expr {
@@ -708,8 +774,30 @@ impl Planner {
                             "{e}: ordered aggregates are not supported in streaming mode yet"
                         )));
                     }
+                    if let Some(producer) = input_updates {
+                        let retracts = function
+                            .create_sliding_accumulator()
+                            .map(|a| a.supports_retract_batch())
+                            .unwrap_or(false);
+                        if !retracts {
+                            return Err(Error::plan(format!(
+                                "{e} cannot take back the rows its input retracts (the input is updated by {producer}); \
+                                 COUNT, SUM and AVG can"
+                            )));
+                        }
+                    }
                     aggregates.push(crate::plan::AggregateSpec { function, filter });
                 }
+                let Some(window_end) = window_end else {
+                    nodes.push(PlanNode::GroupAggregate {
+                        input,
+                        keys,
+                        aggregates,
+                        retract: input_updates.is_some(),
+                        schema: Arc::new(agg.schema.as_arrow().clone()),
+                    });
+                    return Ok((nodes.len() - 1, Vec::new()));
+                };
                 nodes.push(PlanNode::WindowAggregate {
                     input,
                     keys,
@@ -739,6 +827,118 @@ impl Planner {
                 )))
             }
         }
+    }
+}
+
+impl Planner {
+    /// `Filter(row_number <= n)` over `Window(ROW_NUMBER() OVER (PARTITION BY … ORDER BY …))`
+    /// as a Top-N node; `rank_used` says whether the row number is wanted in the output.
+    fn top_n(
+        &self,
+        filter: &datafusion::logical_expr::Filter,
+        rank_used: bool,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<usize> {
+        use datafusion::logical_expr::{BinaryExpr, Operator};
+        let LogicalPlan::Window(w) = filter.input.as_ref() else {
+            return Err(Error::internal("Top-N without a window"));
+        };
+        let unsupported = |what: String| {
+            Error::plan(format!(
+                "{what}: in streaming mode, OVER windows only run as Top-N, \
+                 ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) filtered with `<= n`, `< n` or `= 1`"
+            ))
+        };
+        let [expr] = w.window_expr.as_slice() else {
+            return Err(unsupported(format!(
+                "{} window functions",
+                w.window_expr.len()
+            )));
+        };
+        let Expr::WindowFunction(function) = expr.clone().unalias() else {
+            return Err(unsupported(expr.to_string()));
+        };
+        if function.fun.name() != "row_number" {
+            return Err(unsupported(format!("{}()", function.fun.name())));
+        }
+        let rank = w.schema.fields().len() - 1;
+        let literal = |e: &Expr| match e {
+            Expr::Literal(v, _) => v.cast_to(&DataType::Int64).ok().and_then(|v| match v {
+                datafusion::common::ScalarValue::Int64(Some(n)) => Some(n),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let is_rank = |e: &Expr| match e {
+            Expr::Column(c) => w.schema.index_of_column(c).ok() == Some(rank),
+            _ => false,
+        };
+        let limit = match &filter.predicate {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) if is_rank(left) => {
+                match (op, literal(right)) {
+                    (Operator::LtEq, Some(n)) => Some(n),
+                    (Operator::Lt, Some(n)) => Some(n - 1),
+                    (Operator::Eq, Some(1)) => Some(1),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let limit = match limit {
+            Some(n) if n >= 1 => n as usize,
+            _ => {
+                return Err(unsupported(format!("WHERE {}", filter.predicate)));
+            }
+        };
+        let in_schema = w.input.schema();
+        let column = |e: &Expr, what: &str| -> Result<usize> {
+            match e {
+                Expr::Column(c) => Ok(in_schema.index_of_column(c)?),
+                other => Err(Error::plan(format!(
+                    "{what} {other}: in streaming mode, use columns (compute expressions in a subquery)"
+                ))),
+            }
+        };
+        let partition = function
+            .params
+            .partition_by
+            .iter()
+            .map(|e| column(e, "PARTITION BY"))
+            .collect::<Result<Vec<_>>>()?;
+        let order = function
+            .params
+            .order_by
+            .iter()
+            .map(|s| {
+                Ok((
+                    column(&s.expr, "ORDER BY")?,
+                    arrow::compute::SortOptions {
+                        descending: !s.asc,
+                        nulls_first: s.nulls_first,
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let input = self.translate_into_node(&w.input, nodes)?;
+        if let Some(producer) = crate::plan::updates_in(nodes, input) {
+            return Err(Error::plan(format!(
+                "Top-N over an updating input ({producer}) is not supported in streaming mode yet"
+            )));
+        }
+        let schema = if rank_used {
+            Arc::new(w.schema.as_arrow().clone())
+        } else {
+            Arc::new(in_schema.as_arrow().clone())
+        };
+        nodes.push(PlanNode::TopN {
+            input,
+            partition,
+            order,
+            limit,
+            row_number: rank_used,
+            schema,
+        });
+        Ok(nodes.len() - 1)
     }
 }
 

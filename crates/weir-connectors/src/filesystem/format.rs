@@ -12,8 +12,14 @@ use weir_common::{ConnectorOptions, Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Parquet,
-    Csv { delimiter: u8, header: bool },
+    Csv {
+        delimiter: u8,
+        header: bool,
+    },
     Json,
+    /// Flink's `debezium-json`: `{"before":…,"after":…,"op":"c"|"d"}` per row, so a sink
+    /// can take the updates of a changelog (`+I`/`+U` as `c`, `-U`/`-D` as `d`).
+    DebeziumJson,
 }
 
 impl Format {
@@ -22,6 +28,7 @@ impl Format {
         match format.to_ascii_lowercase().as_str() {
             "parquet" => Ok(Format::Parquet),
             "json" => Ok(Format::Json),
+            "debezium-json" => Ok(Format::DebeziumJson),
             "csv" => {
                 let delimiter = match options.get("csv.field-delimiter") {
                     None => b',',
@@ -38,7 +45,7 @@ impl Format {
                 Ok(Format::Csv { delimiter, header })
             }
             other => Err(Error::config(format!(
-                "table '{}': unknown format '{other}'; supported formats: parquet, csv, json",
+                "table '{}': unknown format '{other}'; supported formats: parquet, csv, json, debezium-json",
                 options.table
             ))),
         }
@@ -48,8 +55,13 @@ impl Format {
         match self {
             Format::Parquet => "parquet",
             Format::Csv { .. } => "csv",
-            Format::Json => "json",
+            Format::Json | Format::DebeziumJson => "json",
         }
+    }
+
+    /// Whether files of this format can hold updates (`-U`, `+U`, `-D` rows).
+    pub fn takes_changelog(&self) -> bool {
+        matches!(self, Format::DebeziumJson)
     }
 
     /// Decodes a whole file into batches of `schema` (columns matched by name for Parquet).
@@ -78,6 +90,9 @@ impl Format {
                     .map_err(|e| bad(&e))?;
                 reader.collect::<Result<Vec<_>, _>>().map_err(|e| bad(&e))
             }
+            Format::DebeziumJson => Err(Error::config(format!(
+                "cannot read '{name}': format 'debezium-json' can only be written so far"
+            ))),
             Format::Json => {
                 let reader = arrow::json::ReaderBuilder::new(schema.clone())
                     .with_batch_size(8192)
@@ -133,6 +148,7 @@ pub enum PartEncoder {
     /// The CSV writer hides its buffer, so its size is estimated from the input.
     Csv(arrow::csv::Writer<Vec<u8>>, usize),
     Json(arrow::json::LineDelimitedWriter<Vec<u8>>),
+    Debezium(arrow::json::LineDelimitedWriter<Vec<u8>>),
 }
 
 impl PartEncoder {
@@ -155,10 +171,21 @@ impl PartEncoder {
                 0,
             ),
             Format::Json => PartEncoder::Json(arrow::json::LineDelimitedWriter::new(Vec::new())),
+            Format::DebeziumJson => PartEncoder::Debezium(
+                arrow::json::WriterBuilder::new()
+                    .with_explicit_nulls(true)
+                    .build::<_, arrow::json::writer::LineDelimited>(Vec::new()),
+            ),
         })
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if weir_common::changelog::is_changelog(batch) && !matches!(self, PartEncoder::Debezium(_))
+        {
+            return Err(Error::internal(
+                "a changelog reached a file format that cannot hold updates",
+            ));
+        }
         match self {
             PartEncoder::Parquet(w) => w.write(batch).map_err(parquet_error)?,
             PartEncoder::Csv(w, size) => {
@@ -166,6 +193,7 @@ impl PartEncoder {
                 *size += batch.get_array_memory_size();
             }
             PartEncoder::Json(w) => w.write(batch)?,
+            PartEncoder::Debezium(w) => w.write(&debezium(batch)?)?,
         }
         Ok(())
     }
@@ -175,7 +203,7 @@ impl PartEncoder {
         match self {
             PartEncoder::Parquet(w) => w.bytes_written() + w.in_progress_size(),
             PartEncoder::Csv(_, size) => *size,
-            PartEncoder::Json(w) => w.get_ref().len(),
+            PartEncoder::Json(w) | PartEncoder::Debezium(w) => w.get_ref().len(),
         }
     }
 
@@ -183,10 +211,45 @@ impl PartEncoder {
         Ok(match self {
             PartEncoder::Parquet(w) => w.into_inner().map_err(parquet_error)?,
             PartEncoder::Csv(w, _) => w.into_inner(),
-            PartEncoder::Json(mut w) => {
+            PartEncoder::Json(mut w) | PartEncoder::Debezium(mut w) => {
                 w.finish()?;
                 w.into_inner()
             }
         })
     }
+}
+
+/// Re-shapes a (changelog) batch as Debezium envelopes: `before` holds retracted rows,
+/// `after` inserted ones, `op` is `c` or `d` (as Flink's `debezium-json` writes them).
+fn debezium(batch: &RecordBatch) -> Result<RecordBatch> {
+    use arrow::array::{ArrayRef, StringArray, StructArray};
+    use arrow::buffer::NullBuffer;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let (data, ops) = weir_common::changelog::split(batch);
+    let retracted: Vec<bool> = (0..data.num_rows())
+        .map(|i| weir_common::changelog::kind_at(ops.as_ref(), i).is_retraction())
+        .collect();
+    let fields = data.schema().fields().clone();
+    let envelope = |keep: &dyn Fn(bool) -> bool| -> Result<ArrayRef> {
+        let nulls = NullBuffer::from(retracted.iter().map(|r| keep(*r)).collect::<Vec<_>>());
+        Ok(Arc::new(StructArray::try_new(
+            fields.clone(),
+            data.columns().to_vec(),
+            Some(nulls),
+        )?))
+    };
+    let row_type = DataType::Struct(fields.clone());
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("before", row_type.clone(), true),
+        Field::new("after", row_type, true),
+        Field::new("op", DataType::Utf8, false),
+    ]));
+    let op: ArrayRef = Arc::new(StringArray::from_iter_values(
+        retracted.iter().map(|r| if *r { "d" } else { "c" }),
+    ));
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![envelope(&|r| r)?, envelope(&|r| !r)?, op],
+    )?)
 }

@@ -1,7 +1,7 @@
 //! `'connector' = 'filesystem'`: bounded reads of Parquet, CSV and JSON files, and an
 //! exactly-once file sink (two-phase commit) on the local file system or any object store.
 
-mod format;
+pub mod format;
 mod sink;
 mod source;
 

@@ -272,14 +272,19 @@ impl SinkWriter for FileWriter {
         if self.partition_columns.is_empty() {
             return self.write_to("", batch).await;
         }
-        for (partition, rows) in partition_rows(&batch, &self.partition_columns)? {
+        let (data, ops) = weir_common::changelog::split(&batch);
+        for (partition, rows) in partition_rows(&data, &self.partition_columns)? {
             let indices = arrow::array::UInt32Array::from(rows);
             let columns = self
                 .data_columns
                 .iter()
-                .map(|c| arrow::compute::take(batch.column(*c), &indices, None))
+                .map(|c| arrow::compute::take(data.column(*c), &indices, None))
                 .collect::<Result<Vec<_>, _>>()?;
-            let part = RecordBatch::try_new(self.file_schema.clone(), columns)?;
+            let mut part = RecordBatch::try_new(self.file_schema.clone(), columns)?;
+            if let Some(ops) = &ops {
+                let ops = arrow::compute::take(ops, &indices, None)?;
+                part = weir_common::changelog::attach(&part, ops)?;
+            }
             self.write_to(&partition, part).await?;
         }
         Ok(())

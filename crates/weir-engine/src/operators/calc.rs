@@ -1,8 +1,9 @@
 //! `Calc`: fused filters and projections evaluated with DataFusion physical expressions.
+//! Over a changelog, rows keep their kinds.
 
 use arrow::array::{AsArray, RecordBatch, RecordBatchOptions};
 use async_trait::async_trait;
-use weir_common::{Error, Result};
+use weir_common::{Error, Result, changelog};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
 use weir_sql::CalcStep;
 
@@ -34,12 +35,20 @@ impl CalcOperator {
                 }
                 CalcStep::Project { exprs, schema } => {
                     let rows = batch.num_rows();
-                    let columns = exprs
+                    let mut columns = exprs
                         .iter()
                         .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(rows)))
                         .collect::<Result<Vec<_>, _>>()?;
                     let options = RecordBatchOptions::new().with_row_count(Some(rows));
-                    batch = RecordBatch::try_new_with_options(schema.clone(), columns, &options)?;
+                    // A changelog keeps its row kinds (the last column) through projections;
+                    // filters keep them already.
+                    let schema = if changelog::is_changelog(&batch) {
+                        columns.push(batch.column(batch.num_columns() - 1).clone());
+                        changelog::with_op_field(schema)
+                    } else {
+                        schema.clone()
+                    };
+                    batch = RecordBatch::try_new_with_options(schema, columns, &options)?;
                 }
             }
         }

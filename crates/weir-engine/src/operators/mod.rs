@@ -3,15 +3,20 @@
 //!
 //! [`Operator`]: weir_runtime::Operator
 
+mod aggregate;
 mod calc;
+mod group_aggregate;
 mod join;
 mod state;
+mod top_n;
 mod union;
 mod watermark_assigner;
 mod window_aggregate;
 
 pub use calc::{CalcOperator, CalcOperatorFactory};
+pub use group_aggregate::GroupAggregateFactory;
 pub use join::JoinOperatorFactory;
+pub use top_n::TopNFactory;
 pub use union::UnionOperatorFactory;
 pub use watermark_assigner::WatermarkAssignerFactory;
 pub use window_aggregate::WindowAggregateFactory;

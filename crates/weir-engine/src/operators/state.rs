@@ -24,3 +24,35 @@ pub fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
     let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
+
+/// Splits `all` by the key group of its `keys` columns and encodes each part as one state
+/// item `{"kg": …, "batch": …}`, so a restore hands each key group to its new owner.
+pub fn keyed_items(
+    all: &RecordBatch,
+    keys: &[usize],
+    max_parallelism: usize,
+) -> Result<Vec<serde_json::Value>> {
+    use weir_runtime::exchange::{hash_rows, key_group};
+    let mut by_group: std::collections::BTreeMap<usize, Vec<u32>> = Default::default();
+    for (row, h) in hash_rows(all, keys)?.into_iter().enumerate() {
+        by_group
+            .entry(key_group(h, max_parallelism))
+            .or_default()
+            .push(row as u32);
+    }
+    let mut items = Vec::with_capacity(by_group.len());
+    for (kg, rows) in by_group {
+        let part = arrow::compute::take_record_batch(all, &arrow::array::UInt32Array::from(rows))?;
+        items.push(serde_json::json!({ "kg": kg, "batch": encode_batch(&part)? }));
+    }
+    Ok(items)
+}
+
+/// Every batch stored by [`keyed_items`] in a restored state.
+pub fn restored_batches(restored: Option<weir_runtime::OperatorState>) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    for item in restored.map(|s| s.items).unwrap_or_default() {
+        out.extend(decode_batches(item["batch"].as_str().unwrap_or_default())?);
+    }
+    Ok(out)
+}

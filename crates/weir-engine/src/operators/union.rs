@@ -3,11 +3,13 @@
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
-use weir_common::Result;
+use std::sync::Arc;
+use weir_common::{Result, changelog};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
 
 struct UnionOperator {
     schema: SchemaRef,
+    changelog: bool,
 }
 
 #[async_trait]
@@ -18,10 +20,14 @@ impl Operator for UnionOperator {
         batch: RecordBatch,
         out: &mut Output,
     ) -> Result<()> {
-        out.emit(RecordBatch::try_new(
-            self.schema.clone(),
-            batch.columns().to_vec(),
-        )?);
+        let (data, ops) = changelog::split(&batch);
+        let data = RecordBatch::try_new(self.schema.clone(), data.columns().to_vec())?;
+        // If any input updates, every output batch carries row kinds.
+        out.emit(match (ops, self.changelog) {
+            (Some(ops), _) => changelog::attach(&data, Arc::new(ops))?,
+            (None, true) => changelog::attach(&data, changelog::inserts(data.num_rows()))?,
+            (None, false) => data,
+        });
         Ok(())
     }
 }
@@ -30,6 +36,8 @@ impl Operator for UnionOperator {
 pub struct UnionOperatorFactory {
     /// The union's output schema.
     pub schema: SchemaRef,
+    /// Whether some input is a changelog (then so is the output).
+    pub changelog: bool,
 }
 
 impl OperatorFactory for UnionOperatorFactory {
@@ -39,6 +47,7 @@ impl OperatorFactory for UnionOperatorFactory {
     fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
         Ok(Box::new(UnionOperator {
             schema: self.schema.clone(),
+            changelog: self.changelog,
         }))
     }
 }

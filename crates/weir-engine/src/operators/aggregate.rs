@@ -1,0 +1,157 @@
+//! What window and group aggregates share: evaluating the aggregates' arguments and
+//! filters once per batch, feeding a group's rows to its accumulators, turning values into
+//! output columns, and storing accumulator states as columns of a snapshot.
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
+use arrow::datatypes::{DataType, Field};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use weir_common::Result;
+use weir_sql::AggregateSpec;
+
+/// The accumulators of one group.
+pub type Accumulators = Vec<Box<dyn Accumulator>>;
+
+/// New accumulators for `aggregates`; `retracting` ones can take rows back.
+pub fn new_accumulators(aggregates: &[AggregateSpec], retracting: bool) -> Result<Accumulators> {
+    aggregates
+        .iter()
+        .map(|a| {
+            Ok(if retracting {
+                a.function.create_sliding_accumulator()?
+            } else {
+                a.function.create_accumulator()?
+            })
+        })
+        .collect()
+}
+
+/// The arguments and `FILTER` masks of every aggregate over one batch.
+pub struct AggregateInputs {
+    inputs: Vec<Vec<ArrayRef>>,
+    filters: Vec<Option<BooleanArray>>,
+}
+
+impl AggregateInputs {
+    /// Evaluates the arguments of `aggregates` over `batch`.
+    pub fn evaluate(aggregates: &[AggregateSpec], batch: &RecordBatch) -> Result<Self> {
+        let n = batch.num_rows();
+        let mut inputs = Vec::with_capacity(aggregates.len());
+        let mut filters = Vec::with_capacity(aggregates.len());
+        for a in aggregates {
+            inputs.push(
+                a.function
+                    .expressions()
+                    .iter()
+                    .map(|e| e.evaluate(batch).and_then(|v| v.into_array(n)))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+            filters.push(match &a.filter {
+                Some(f) => Some(f.evaluate(batch)?.into_array(n)?.as_boolean().clone()),
+                None => None,
+            });
+        }
+        Ok(Self { inputs, filters })
+    }
+
+    /// Feeds rows `rows` to `accumulators` (takes them back when `retract`).
+    pub fn feed(&self, accumulators: &mut Accumulators, rows: &[u32], retract: bool) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let take = UInt32Array::from(rows.to_vec());
+        for (a, acc) in accumulators.iter_mut().enumerate() {
+            let mut columns = self.inputs[a]
+                .iter()
+                .map(|c| arrow::compute::take(c, &take, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(filter) = &self.filters[a] {
+                let mask = arrow::compute::take(filter, &take, None)?;
+                let mask = mask.as_boolean();
+                columns = columns
+                    .iter()
+                    .map(|c| arrow::compute::filter(c, mask))
+                    .collect::<Result<Vec<_>, _>>()?;
+            }
+            if retract {
+                acc.retract_batch(&columns)?;
+            } else {
+                acc.update_batch(&columns)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The current value of every accumulator.
+pub fn evaluate(accumulators: &mut Accumulators) -> Result<Vec<ScalarValue>> {
+    accumulators.iter_mut().map(|a| Ok(a.evaluate()?)).collect()
+}
+
+/// Output columns from values (`values[i]` holds one value per group, in the order of the
+/// aggregates), cast to the `types` the plan expects.
+pub fn value_columns(values: Vec<Vec<ScalarValue>>, types: &[DataType]) -> Result<Vec<ArrayRef>> {
+    let mut columns = Vec::with_capacity(types.len());
+    for (a, want) in types.iter().enumerate() {
+        let array = ScalarValue::iter_to_array(values.iter().map(|row| row[a].clone()))?;
+        columns.push(if array.data_type() == want {
+            array
+        } else {
+            arrow::compute::cast(&array, want)?
+        });
+    }
+    Ok(columns)
+}
+
+/// Accumulator states as snapshot columns, one row per group: the state values of the
+/// first aggregate, then of the second, and so on.
+pub fn state_columns<'a>(
+    groups: impl Iterator<Item = &'a mut Accumulators>,
+) -> Result<Vec<(Field, ArrayRef)>> {
+    let mut per_field: Vec<Vec<ScalarValue>> = Vec::new();
+    for accumulators in groups {
+        let mut f = 0;
+        for acc in accumulators.iter_mut() {
+            for v in acc.state()? {
+                if per_field.len() <= f {
+                    per_field.push(Vec::new());
+                }
+                per_field[f].push(v);
+                f += 1;
+            }
+        }
+    }
+    per_field
+        .into_iter()
+        .enumerate()
+        .map(|(f, values)| {
+            let array = ScalarValue::iter_to_array(values)?;
+            Ok((
+                Field::new(format!("__state_{f}"), array.data_type().clone(), true),
+                array,
+            ))
+        })
+        .collect()
+}
+
+/// Accumulators rebuilt from row `row` of a snapshot batch whose state columns start at
+/// `first` (as written by [`state_columns`]).
+pub fn restore_accumulators(
+    aggregates: &[AggregateSpec],
+    retracting: bool,
+    batch: &RecordBatch,
+    first: usize,
+    row: usize,
+) -> Result<Accumulators> {
+    let mut accumulators = new_accumulators(aggregates, retracting)?;
+    let mut col = first;
+    for acc in accumulators.iter_mut() {
+        let n = acc.state()?.len();
+        let states: Vec<ArrayRef> = (col..col + n)
+            .map(|c| batch.column(c).slice(row, 1))
+            .collect();
+        acc.merge_batch(&states)?;
+        col += n;
+    }
+    Ok(accumulators)
+}

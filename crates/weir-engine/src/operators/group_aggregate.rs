@@ -1,0 +1,287 @@
+//! `GroupAggregate`: the updating aggregate of a `GROUP BY` without a window.
+//!
+//! Input arrives hash-partitioned by the group keys. Each group keeps one accumulator per
+//! aggregate function and a count of its live input rows. After each batch, every group it
+//! touched emits its change: `+I` for a new group, `-U` (old values) and `+U` (new values)
+//! when its values changed, `-D` when its last row was retracted (then it is dropped).
+//! Retracted input rows (`-U`, `-D`) are taken back from retracting accumulators. State is
+//! keyed and snapshotted per key group, like the window aggregate's.
+
+use super::aggregate::{
+    Accumulators, AggregateInputs, evaluate, new_accumulators, restore_accumulators, state_columns,
+    value_columns,
+};
+use super::state::{keyed_items, restored_batches};
+use arrow::array::{ArrayRef, AsArray, BooleanArray, Int8Array, RecordBatch, UInt32Array};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use arrow::row::{OwnedRow, RowConverter, SortField};
+use async_trait::async_trait;
+use datafusion::common::ScalarValue;
+use std::collections::HashMap;
+use std::sync::Arc;
+use weir_common::changelog::{self, RowKind};
+use weir_common::{CheckpointId, Result};
+use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+use weir_sql::AggregateSpec;
+
+/// Creates group aggregate operators.
+pub struct GroupAggregateFactory {
+    /// Group columns of the input.
+    pub keys: Vec<usize>,
+    /// The aggregate functions.
+    pub aggregates: Vec<AggregateSpec>,
+    /// Whether the input is a changelog whose retractions must be taken back.
+    pub retract: bool,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+    /// Output schema without the row-kind column: group columns, then the aggregates.
+    pub schema: SchemaRef,
+}
+
+impl OperatorFactory for GroupAggregateFactory {
+    fn name(&self) -> String {
+        let aggs: Vec<String> = self
+            .aggregates
+            .iter()
+            .map(|a| a.function.name().to_string())
+            .collect();
+        let keys: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| self.input_schema.field(*k).name().clone())
+            .collect();
+        format!(
+            "GroupAggregate(keys: {}; {})",
+            keys.join(", "),
+            aggs.join(", ")
+        )
+    }
+    fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
+        let mut key_fields: Vec<SortField> = self
+            .keys
+            .iter()
+            .map(|k| SortField::new(self.input_schema.field(*k).data_type().clone()))
+            .collect();
+        if key_fields.is_empty() {
+            // A global aggregate: one group, under a constant key.
+            key_fields.push(SortField::new(DataType::Boolean));
+        }
+        let relaxed = Schema::new(
+            self.schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        );
+        Ok(Box::new(GroupAggregate {
+            keys: self.keys.clone(),
+            aggregates: self.aggregates.clone(),
+            retract: self.retract,
+            input_schema: self.input_schema.clone(),
+            value_types: self.schema.fields()[self.keys.len()..]
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect(),
+            output: changelog::with_op_field(&relaxed),
+            converter: RowConverter::new(key_fields)?,
+            groups: HashMap::new(),
+            max_parallelism: task.max_parallelism,
+        }))
+    }
+}
+
+struct Group {
+    /// Input rows added minus rows retracted.
+    rows: i64,
+    accumulators: Accumulators,
+}
+
+struct GroupAggregate {
+    keys: Vec<usize>,
+    aggregates: Vec<AggregateSpec>,
+    retract: bool,
+    input_schema: SchemaRef,
+    value_types: Vec<DataType>,
+    output: SchemaRef,
+    converter: RowConverter,
+    groups: HashMap<OwnedRow, Group>,
+    max_parallelism: usize,
+}
+
+impl GroupAggregate {
+    fn key_columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        if self.keys.is_empty() {
+            return vec![Arc::new(BooleanArray::from(vec![true; batch.num_rows()]))];
+        }
+        self.keys.iter().map(|k| batch.column(*k).clone()).collect()
+    }
+}
+
+/// The rows of one group within a batch.
+struct Touched {
+    first: usize,
+    added: Vec<u32>,
+    retracted: Vec<u32>,
+}
+
+#[async_trait]
+impl Operator for GroupAggregate {
+    async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
+        let k = if self.keys.is_empty() {
+            1
+        } else {
+            self.keys.len()
+        };
+        for batch in restored_batches(restored)? {
+            let rows = self.converter.convert_columns(&batch.columns()[..k])?;
+            let counts = batch.column(k).as_primitive::<Int64Type>().clone();
+            for r in 0..batch.num_rows() {
+                let accumulators =
+                    restore_accumulators(&self.aggregates, self.retract, &batch, k + 1, r)?;
+                self.groups.insert(
+                    rows.row(r).owned(),
+                    Group {
+                        rows: counts.value(r),
+                        accumulators,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        let (data, ops) = changelog::split(&batch);
+        let key_columns = self.key_columns(&data);
+        let rows = self.converter.convert_columns(&key_columns)?;
+        let inputs = AggregateInputs::evaluate(&self.aggregates, &data)?;
+
+        let mut index: HashMap<arrow::row::Row<'_>, usize> = HashMap::new();
+        let mut touched: Vec<Touched> = Vec::new();
+        for i in 0..data.num_rows() {
+            let slot = *index.entry(rows.row(i)).or_insert_with(|| {
+                touched.push(Touched {
+                    first: i,
+                    added: Vec::new(),
+                    retracted: Vec::new(),
+                });
+                touched.len() - 1
+            });
+            if changelog::kind_at(ops.as_ref(), i).is_retraction() {
+                touched[slot].retracted.push(i as u32);
+            } else {
+                touched[slot].added.push(i as u32);
+            }
+        }
+
+        let mut key_rows: Vec<u32> = Vec::new();
+        let mut values: Vec<Vec<ScalarValue>> = Vec::new();
+        let mut kinds: Vec<i8> = Vec::new();
+        let mut emit = |row: usize, v: Vec<ScalarValue>, kind: RowKind| {
+            key_rows.push(row as u32);
+            values.push(v);
+            kinds.push(kind as i8);
+        };
+        for t in touched {
+            let key = rows.row(t.first).owned();
+            let old = match self.groups.get_mut(&key) {
+                Some(g) => Some(evaluate(&mut g.accumulators)?),
+                None if t.added.is_empty() => continue, // retractions of nothing we hold
+                None => {
+                    let accumulators = new_accumulators(&self.aggregates, self.retract)?;
+                    self.groups.insert(
+                        key.clone(),
+                        Group {
+                            rows: 0,
+                            accumulators,
+                        },
+                    );
+                    None
+                }
+            };
+            let group = self.groups.get_mut(&key).expect("group");
+            inputs.feed(&mut group.accumulators, &t.added, false)?;
+            inputs.feed(&mut group.accumulators, &t.retracted, true)?;
+            group.rows += t.added.len() as i64 - t.retracted.len() as i64;
+            if group.rows <= 0 {
+                self.groups.remove(&key);
+                if let Some(old) = old {
+                    emit(t.first, old, RowKind::Delete);
+                }
+                continue;
+            }
+            let new = evaluate(&mut group.accumulators)?;
+            match old {
+                None => emit(t.first, new, RowKind::Insert),
+                Some(old) if old != new => {
+                    emit(t.first, old, RowKind::UpdateBefore);
+                    emit(t.first, new, RowKind::UpdateAfter);
+                }
+                Some(_) => {}
+            }
+        }
+        if key_rows.is_empty() {
+            return Ok(());
+        }
+        let take = UInt32Array::from(key_rows);
+        let mut columns: Vec<ArrayRef> = if self.keys.is_empty() {
+            Vec::new()
+        } else {
+            key_columns
+                .iter()
+                .map(|c| arrow::compute::take(c, &take, None))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        columns.extend(value_columns(values, &self.value_types)?);
+        columns.push(Arc::new(Int8Array::from(kinds)));
+        out.emit(RecordBatch::try_new(self.output.clone(), columns)?);
+        Ok(())
+    }
+
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        if self.groups.is_empty() {
+            return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
+        }
+        let mut key_rows = Vec::with_capacity(self.groups.len());
+        let mut counts = Vec::with_capacity(self.groups.len());
+        let mut accumulators = Vec::with_capacity(self.groups.len());
+        for (key, group) in self.groups.iter_mut() {
+            key_rows.push(key.row());
+            counts.push(group.rows);
+            accumulators.push(&mut group.accumulators);
+        }
+        let mut columns = self.converter.convert_rows(key_rows)?;
+        let mut fields: Vec<Field> = if self.keys.is_empty() {
+            vec![Field::new("__key", DataType::Boolean, true)]
+        } else {
+            self.keys
+                .iter()
+                .map(|i| {
+                    let f = self.input_schema.field(*i);
+                    Field::new(f.name(), f.data_type().clone(), true)
+                })
+                .collect()
+        };
+        let key_count = columns.len();
+        columns.push(Arc::new(arrow::array::Int64Array::from(counts)));
+        fields.push(Field::new("__rows", DataType::Int64, false));
+        for (field, column) in state_columns(accumulators.into_iter())? {
+            fields.push(field);
+            columns.push(column);
+        }
+        let all = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
+        let hashed: Vec<usize> = if self.keys.is_empty() {
+            Vec::new()
+        } else {
+            (0..key_count).collect()
+        };
+        let items = keyed_items(&all, &hashed, self.max_parallelism)?;
+        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+    }
+}

@@ -1,0 +1,393 @@
+//! `TopN`: `ROW_NUMBER() OVER (PARTITION BY p ORDER BY o) <= n` over an append-only input,
+//! which is also deduplication when `n` is 1 (keep first row for `ORDER BY ts ASC`, last
+//! row for `DESC`).
+//!
+//! Input arrives hash-partitioned by the partition columns. Each partition keeps its best
+//! `n` rows in order (ties keep arrival order: a newcomer ranks after equal rows, except
+//! when deduplicating on `ORDER BY time DESC`, where the newer row replaces the kept one). After
+//! each batch, every partition it changed emits the difference as a changelog: with the
+//! row number in the output, the rows whose rank changed (`-U` old, `+U` new, `+I`/`-D`
+//! when the list grows or shrinks); without it, only rows that entered or left the top.
+//! State is keyed and snapshotted per key group as rows of the input schema.
+
+use super::state::{keyed_items, restored_batches};
+use arrow::array::{ArrayRef, Int8Array, RecordBatch};
+use arrow::compute::SortOptions;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::row::{OwnedRow, RowConverter, Rows, SortField};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::Arc;
+use weir_common::changelog::{self, RowKind};
+use weir_common::{CheckpointId, Error, Result};
+use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+
+/// Creates Top-N operators.
+pub struct TopNFactory {
+    /// Partition columns of the input.
+    pub partition: Vec<usize>,
+    /// Sort columns of the input and their direction.
+    pub order: Vec<(usize, SortOptions)>,
+    /// How many rows each partition keeps.
+    pub limit: usize,
+    /// Whether the output has the row number as its last column.
+    pub row_number: bool,
+    /// Schema of the input.
+    pub input_schema: SchemaRef,
+    /// Output schema without the row-kind column.
+    pub schema: SchemaRef,
+}
+
+impl OperatorFactory for TopNFactory {
+    fn name(&self) -> String {
+        let names = |cols: &mut dyn Iterator<Item = usize>| -> String {
+            cols.map(|c| self.input_schema.field(c).name().clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let order: Vec<String> = self
+            .order
+            .iter()
+            .map(|(c, o)| {
+                let dir = if o.descending { "DESC" } else { "ASC" };
+                format!("{} {dir}", self.input_schema.field(*c).name())
+            })
+            .collect();
+        let what = if self.limit == 1 {
+            "Deduplicate"
+        } else {
+            "TopN"
+        };
+        format!(
+            "{what}(partition: {}; order: {}; n: {})",
+            names(&mut self.partition.iter().copied()),
+            order.join(", "),
+            self.limit
+        )
+    }
+
+    fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
+        let field = |c: usize| self.input_schema.field(c).data_type().clone();
+        let mut partition_fields: Vec<SortField> = self
+            .partition
+            .iter()
+            .map(|c| SortField::new(field(*c)))
+            .collect();
+        if partition_fields.is_empty() {
+            partition_fields.push(SortField::new(DataType::Boolean));
+        }
+        let order_fields = self
+            .order
+            .iter()
+            .map(|(c, o)| SortField::new_with_options(field(*c), *o))
+            .collect();
+        let row_fields = (0..self.input_schema.fields().len())
+            .map(|c| SortField::new(field(c)))
+            .collect();
+        let relaxed = arrow::datatypes::Schema::new(
+            self.schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        );
+        Ok(Box::new(TopN {
+            partition: self.partition.clone(),
+            order: self.order.iter().map(|(c, _)| *c).collect(),
+            limit: self.limit,
+            replace_ties: self.limit == 1
+                && matches!(self.order.as_slice(), [(c, o)] if o.descending
+                    && matches!(field(*c), DataType::Timestamp(..))),
+            row_number: self.row_number.then(|| {
+                self.schema
+                    .fields()
+                    .last()
+                    .expect("rank")
+                    .data_type()
+                    .clone()
+            }),
+            input_schema: self.input_schema.clone(),
+            output: changelog::with_op_field(&relaxed),
+            partition_rows: RowConverter::new(partition_fields)?,
+            order_rows: RowConverter::new(order_fields)?,
+            full_rows: RowConverter::new(row_fields)?,
+            tops: HashMap::new(),
+            next_id: 0,
+            max_parallelism: task.max_parallelism,
+        }))
+    }
+}
+
+#[derive(Clone)]
+struct Entry {
+    id: u64,
+    sort: OwnedRow,
+    row: OwnedRow,
+}
+
+struct TopN {
+    partition: Vec<usize>,
+    order: Vec<usize>,
+    limit: usize,
+    /// Deduplication keeping the last row by a time column (`ORDER BY ts DESC`, n = 1):
+    /// as in Flink, a row with the same time replaces the kept one.
+    replace_ties: bool,
+    /// The type of the row-number column, when the output has one.
+    row_number: Option<DataType>,
+    input_schema: SchemaRef,
+    output: SchemaRef,
+    partition_rows: RowConverter,
+    order_rows: RowConverter,
+    full_rows: RowConverter,
+    /// Each partition's best rows, best first.
+    tops: HashMap<OwnedRow, Vec<Entry>>,
+    next_id: u64,
+    max_parallelism: usize,
+}
+
+/// Output rows being collected: the input row, its rank (1-based) and kind.
+#[derive(Default)]
+struct Changes {
+    rows: Vec<OwnedRow>,
+    ranks: Vec<u64>,
+    kinds: Vec<i8>,
+}
+
+impl Changes {
+    fn push(&mut self, entry: &Entry, rank: usize, kind: RowKind) {
+        self.rows.push(entry.row.clone());
+        self.ranks.push(rank as u64 + 1);
+        self.kinds.push(kind as i8);
+    }
+}
+
+impl TopN {
+    fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Rows)> {
+        let partition: Vec<ArrayRef> = if self.partition.is_empty() {
+            vec![Arc::new(arrow::array::BooleanArray::from(vec![
+                true;
+                batch
+                    .num_rows(
+                    )
+            ]))]
+        } else {
+            self.partition
+                .iter()
+                .map(|c| batch.column(*c).clone())
+                .collect()
+        };
+        let order: Vec<ArrayRef> = self
+            .order
+            .iter()
+            .map(|c| batch.column(*c).clone())
+            .collect();
+        Ok((
+            self.partition_rows.convert_columns(&partition)?,
+            self.order_rows.convert_columns(&order)?,
+            self.full_rows.convert_columns(batch.columns())?,
+        ))
+    }
+
+    /// Inserts one row into `top` (after its equals, or before them when
+    /// `before_ties`); false when it does not make the top.
+    fn insert(top: &mut Vec<Entry>, limit: usize, before_ties: bool, entry: Entry) -> bool {
+        let at =
+            top.partition_point(|e| e.sort < entry.sort || (!before_ties && e.sort == entry.sort));
+        if at >= limit {
+            return false;
+        }
+        top.insert(at, entry);
+        top.truncate(limit);
+        true
+    }
+
+    /// The changelog from `old` to `new` of one partition.
+    fn diff(&self, old: &[Entry], new: &[Entry], out: &mut Changes) {
+        if self.row_number.is_some() {
+            // Rank by rank: a row at a rank that changed is retracted and its successor
+            // at that rank emitted.
+            for rank in 0..old.len().max(new.len()) {
+                match (old.get(rank), new.get(rank)) {
+                    (Some(o), Some(n)) if o.id == n.id => {}
+                    (Some(o), Some(n)) => {
+                        out.push(o, rank, RowKind::UpdateBefore);
+                        out.push(n, rank, RowKind::UpdateAfter);
+                    }
+                    (Some(o), None) => out.push(o, rank, RowKind::Delete),
+                    (None, Some(n)) => out.push(n, rank, RowKind::Insert),
+                    (None, None) => {}
+                }
+            }
+            return;
+        }
+        let left: Vec<&Entry> = old
+            .iter()
+            .filter(|o| !new.iter().any(|n| n.id == o.id))
+            .collect();
+        let entered: Vec<&Entry> = new
+            .iter()
+            .filter(|n| !old.iter().any(|o| o.id == n.id))
+            .collect();
+        let paired = !left.is_empty() && !entered.is_empty();
+        for (rank, o) in left.into_iter().enumerate() {
+            let kind = if paired {
+                RowKind::UpdateBefore
+            } else {
+                RowKind::Delete
+            };
+            out.push(o, rank, kind);
+        }
+        for (rank, n) in entered.into_iter().enumerate() {
+            let kind = if paired {
+                RowKind::UpdateAfter
+            } else {
+                RowKind::Insert
+            };
+            out.push(n, rank, kind);
+        }
+    }
+}
+
+#[async_trait]
+impl Operator for TopN {
+    async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
+        // Each stored batch holds whole partitions, best row first.
+        for batch in restored_batches(restored)? {
+            let (partition, order, full) = self.converted(&batch)?;
+            for r in 0..batch.num_rows() {
+                let entry = Entry {
+                    id: self.next_id,
+                    sort: order.row(r).owned(),
+                    row: full.row(r).owned(),
+                };
+                self.next_id += 1;
+                self.tops
+                    .entry(partition.row(r).owned())
+                    .or_default()
+                    .push(entry);
+            }
+        }
+        Ok(())
+    }
+
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        if changelog::is_changelog(&batch) {
+            return Err(Error::internal("Top-N over an updating input"));
+        }
+        let (partition, order, full) = self.converted(&batch)?;
+        // Rows of each partition, in arrival order.
+        let mut index: HashMap<arrow::row::Row<'_>, usize> = HashMap::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for i in 0..batch.num_rows() {
+            let slot = *index.entry(partition.row(i)).or_insert_with(|| {
+                members.push(Vec::new());
+                members.len() - 1
+            });
+            members[slot].push(i);
+        }
+        let mut changes = Changes::default();
+        for rows in members {
+            let key = partition.row(rows[0]).owned();
+            let mut top = self.tops.remove(&key).unwrap_or_default();
+            let old = top.clone();
+            let mut changed = false;
+            for i in rows {
+                let sort = order.row(i);
+                let beaten =
+                    |l: &Entry| l.sort.row() < sort || (!self.replace_ties && l.sort.row() == sort);
+                if top.len() == self.limit && top.last().is_some_and(beaten) {
+                    continue; // the common case: not good enough, nothing allocated
+                }
+                let entry = Entry {
+                    id: self.next_id,
+                    sort: sort.owned(),
+                    row: full.row(i).owned(),
+                };
+                self.next_id += 1;
+                changed |= Self::insert(&mut top, self.limit, self.replace_ties, entry);
+            }
+            if changed {
+                self.diff(&old, &top, &mut changes);
+            }
+            self.tops.insert(key, top);
+        }
+        if changes.rows.is_empty() {
+            return Ok(());
+        }
+        let mut columns = self
+            .full_rows
+            .convert_rows(changes.rows.iter().map(|r| r.row()))?;
+        if let Some(t) = &self.row_number {
+            let ranks: ArrayRef = Arc::new(arrow::array::UInt64Array::from(changes.ranks));
+            columns.push(arrow::compute::cast(&ranks, t)?);
+        }
+        columns.push(Arc::new(Int8Array::from(changes.kinds)));
+        out.emit(RecordBatch::try_new(self.output.clone(), columns)?);
+        Ok(())
+    }
+
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        let rows: Vec<arrow::row::Row<'_>> = self
+            .tops
+            .values()
+            .flat_map(|top| top.iter().map(|e| e.row.row()))
+            .collect();
+        if rows.is_empty() {
+            return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
+        }
+        let columns = self.full_rows.convert_rows(rows)?;
+        let relaxed = arrow::datatypes::Schema::new(
+            self.input_schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        );
+        let all = RecordBatch::try_new(Arc::new(relaxed), columns)?;
+        let items = keyed_items(&all, &self.partition, self.max_parallelism)?;
+        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+    }
+}
+
+/// The ordering rule of the kept rows.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: u64, sort: &OwnedRow) -> Entry {
+        Entry {
+            id,
+            sort: sort.clone(),
+            row: sort.clone(),
+        }
+    }
+
+    #[test]
+    fn ties_keep_arrival_order_and_the_list_stays_bounded() {
+        let conv = RowConverter::new(vec![SortField::new(DataType::Int64)]).unwrap();
+        let rows = conv
+            .convert_columns(&[Arc::new(arrow::array::Int64Array::from(vec![
+                5, 3, 5, 1, 9,
+            ]))])
+            .unwrap();
+        let mut top = Vec::new();
+        for (i, r) in (0..5).map(|i| (i, rows.row(i).owned())) {
+            TopN::insert(&mut top, 3, false, entry(i as u64, &r));
+        }
+        let ids: Vec<u64> = top.iter().map(|e| e.id).collect();
+        assert_eq!(ids, vec![3, 1, 0], "1, 3, then the first 5");
+        let mut last = Vec::new();
+        for (i, r) in [(0, rows.row(0).owned()), (1, rows.row(2).owned())] {
+            TopN::insert(&mut last, 1, true, entry(i, &r));
+        }
+        assert_eq!(
+            last[0].id, 1,
+            "keep-last deduplication: the later of equal rows wins"
+        );
+    }
+}

@@ -94,7 +94,7 @@ fn agree_with_batch(queries: &[&str]) {
 #[test]
 fn append_only_queries_agree_with_batch() {
     agree_with_batch(&[
-        "q0", "q1", "q2", "q3", "q7", "q8", "q14", "q20", "q21", "q22",
+        "q0", "q1", "q2", "q3", "q5", "q7", "q8", "q14", "q20", "q21", "q22",
     ]);
 }
 

@@ -633,14 +633,13 @@ impl Planner {
                     JoinType::RightSemi => crate::plan::JoinKind::RightSemi,
                     _ => crate::plan::JoinKind::Inner,
                 };
-                let supported = match j.join_type {
-                    JoinType::Inner => true,
-                    JoinType::LeftSemi | JoinType::RightSemi => j.filter.is_none(),
-                    _ => false,
-                };
+                let supported = matches!(
+                    j.join_type,
+                    JoinType::Inner | JoinType::LeftSemi | JoinType::RightSemi
+                );
                 if !supported || j.on.is_empty() {
                     return Err(Error::plan(format!(
-                        "{} join{} is not supported in streaming mode yet (inner equi-joins, and semi joins without extra conditions, are)",
+                        "{} join{} is not supported in streaming mode yet (inner and semi equi-joins are)",
                         j.join_type,
                         if j.on.is_empty() {
                             " without an equality condition"
@@ -681,8 +680,10 @@ impl Planner {
                     left_keys.push(li);
                     right_keys.push(ri);
                 }
+                // The condition reads left then right columns (a semi join outputs one side).
+                let combined = j.left.schema().join(j.right.schema())?;
                 let filter = match &j.filter {
-                    Some(f) => Some(physical(f, &j.schema)?),
+                    Some(f) => Some(physical(f, &combined)?),
                     None => None,
                 };
                 nodes.push(PlanNode::Join {

@@ -3,7 +3,8 @@
 //! Both inputs arrive hash-partitioned by their join columns. Every row is stored under its
 //! key and joined with the rows of the other side stored before it, so each matching pair
 //! is emitted exactly once, by whichever row came second. Rows with a NULL key never match.
-//! A semi join emits each row of its kept side once, when it first has a match, and
+//! A semi join emits each row of its kept side once, when it first has a match (that
+//! passes the extra condition, if there is one), and
 //! remembers (also in checkpoints) which kept rows it emitted.
 //! The state grows with the input (no TTL yet); it is keyed, so a snapshot stores each key
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
@@ -30,7 +31,7 @@ pub struct JoinOperatorFactory {
     pub keys: [Vec<usize>; 2],
     /// Schemas of the two inputs.
     pub inputs: [SchemaRef; 2],
-    /// Extra condition over the joined row.
+    /// Extra condition over the joined row (left columns, then right columns).
     pub filter: Option<PhysicalExprRef>,
     /// Output schema: left columns, then right columns.
     pub schema: SchemaRef,
@@ -66,6 +67,16 @@ impl OperatorFactory for JoinOperatorFactory {
             sides: [side(0)?, side(1)?],
             inputs: self.inputs.clone(),
             filter: self.filter.clone(),
+            combined: Arc::new(arrow::datatypes::Schema::new(
+                self.inputs
+                    .iter()
+                    .flat_map(|s| {
+                        s.fields()
+                            .iter()
+                            .map(|f| f.as_ref().clone().with_nullable(true))
+                    })
+                    .collect::<Vec<_>>(),
+            )),
             schema: self.schema.clone(),
             max_parallelism: task.max_parallelism,
         }))
@@ -108,6 +119,8 @@ struct JoinOperator {
     sides: [Side; 2],
     inputs: [SchemaRef; 2],
     filter: Option<PhysicalExprRef>,
+    /// Left columns then right columns, all nullable: what the filter reads.
+    combined: SchemaRef,
     schema: SchemaRef,
     max_parallelism: usize,
 }
@@ -124,18 +137,52 @@ impl JoinOperator {
         let stored = self.sides[this].batches.len();
         let keys = self.sides[this].store(batch)?;
         let mut picks = Vec::new();
+        // With an extra condition, candidate pairs (kept row, other row) are checked.
+        let mut pairs: [Vec<(usize, usize)>; 2] = [Vec::new(), Vec::new()];
         for (i, key) in keys.iter().enumerate() {
             let Some(key) = key else { continue };
             if this == kept {
-                if self.sides[other].index.contains_key(key) {
-                    picks.push((stored, i));
+                if let Some(rows) = self.sides[other].index.get(key) {
+                    if self.filter.is_none() {
+                        picks.push((stored, i));
+                    } else {
+                        for m in rows {
+                            pairs[this].push((stored, i));
+                            pairs[other].push(*m);
+                        }
+                    }
                 }
             } else if let Some(rows) = self.sides[kept].index.get(key) {
-                picks.extend(
-                    rows.iter()
-                        .copied()
-                        .filter(|(b, r)| !self.sides[kept].emitted[*b][*r]),
-                );
+                for m in rows {
+                    if self.sides[kept].emitted[m.0][m.1] {
+                        continue;
+                    }
+                    if self.filter.is_none() {
+                        picks.push(*m);
+                    } else {
+                        pairs[kept].push(*m);
+                        pairs[this].push((stored, i));
+                    }
+                }
+            }
+        }
+        if let (Some(filter), false) = (&self.filter, pairs[0].is_empty()) {
+            let mut columns = Vec::new();
+            for side in 0..2 {
+                for c in 0..self.inputs[side].fields().len() {
+                    columns.push(gather(&self.sides[side].batches, &pairs[side], c)?);
+                }
+            }
+            let options =
+                arrow::array::RecordBatchOptions::new().with_row_count(Some(pairs[0].len()));
+            let joined =
+                RecordBatch::try_new_with_options(self.combined.clone(), columns, &options)?;
+            let mask = filter.evaluate(&joined)?.into_array(joined.num_rows())?;
+            let mask = mask.as_boolean();
+            for (p, pick) in pairs[kept].iter().enumerate() {
+                if mask.is_valid(p) && mask.value(p) {
+                    picks.push(*pick);
+                }
             }
         }
         picks.sort_unstable();

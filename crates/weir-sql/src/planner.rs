@@ -559,11 +559,22 @@ impl Planner {
                         Some(physical(e, &schema)?)
                     }
                 };
-                nodes.push(PlanNode::Scan {
-                    table: table.clone(),
-                    computed,
-                    watermark,
-                });
+                // A table read more than once by a query (a self-join, HOP's copies, the
+                // nexmark views over one source) is read once and fanned out.
+                let existing = nodes.iter().position(
+                    |n| matches!(n, PlanNode::Scan { table: t, .. } if Arc::ptr_eq(t, &table)),
+                );
+                let scan_node = match existing {
+                    Some(n) => n,
+                    None => {
+                        nodes.push(PlanNode::Scan {
+                            table: table.clone(),
+                            computed,
+                            watermark,
+                        });
+                        nodes.len() - 1
+                    }
+                };
                 let mut steps = Vec::new();
                 if let Some(projection) = &scan.projection {
                     let identity = projection.len() == table.schema.fields().len()
@@ -580,7 +591,7 @@ impl Planner {
                         steps.push(CalcStep::Project { exprs, schema });
                     }
                 }
-                Ok((nodes.len() - 1, steps))
+                Ok((scan_node, steps))
             }
             LogicalPlan::Projection(p) => {
                 let top_n = match p.input.as_ref() {

@@ -10,15 +10,14 @@
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
 
-use super::state::{decode_batches, encode_batch};
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use super::state::{decode_batches, keyed_items};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
 use weir_common::{CheckpointId, Result};
-use weir_runtime::exchange::{hash_rows, key_group};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::JoinKind;
 use weir_sql::plan::PhysicalExprRef;
@@ -297,16 +296,6 @@ impl Operator for JoinOperator {
                 continue;
             }
             let all = arrow::compute::concat_batches(&self.inputs[s], &side.batches)?;
-            let groups: Vec<usize> = hash_rows(&all, &side.keys)?
-                .into_iter()
-                .map(|h| key_group(h, self.max_parallelism))
-                .collect();
-            let mut by_group: HashMap<usize, Vec<u32>> = HashMap::new();
-            for (row, kg) in groups.iter().enumerate() {
-                if side.keys.iter().all(|k| !all.column(*k).is_null(row)) {
-                    by_group.entry(*kg).or_default().push(row as u32);
-                }
-            }
             let all = if kept == Some(s) {
                 let flags: arrow::array::BooleanArray =
                     side.emitted.iter().flatten().map(|f| Some(*f)).collect();
@@ -327,11 +316,14 @@ impl Operator for JoinOperator {
             } else {
                 all
             };
-            for (kg, rows) in by_group {
-                let part = arrow::compute::take_record_batch(&all, &UInt32Array::from(rows))?;
-                items.push(
-                    serde_json::json!({ "kg": kg, "side": s, "batch": encode_batch(&part)? }),
-                );
+            // Rows with a NULL key never match: they are not kept.
+            let keyed: arrow::array::BooleanArray = (0..all.num_rows())
+                .map(|row| Some(side.keys.iter().all(|k| !all.column(*k).is_null(row))))
+                .collect();
+            let all = arrow::compute::filter_record_batch(&all, &keyed)?;
+            for mut item in keyed_items(&all, &side.keys, self.max_parallelism)? {
+                item["side"] = serde_json::json!(s);
+                items.push(item);
             }
         }
         Ok(OperatorState::new(StateDistribution::KeyGroups, items))

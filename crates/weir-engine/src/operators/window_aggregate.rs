@@ -8,17 +8,18 @@
 //! accumulator states) as an Arrow IPC batch, so a restore at another parallelism hands
 //! every key group to its new owner.
 
-use super::state::{decode_batches, encode_batch};
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
+use super::aggregate::{
+    Accumulators, AggregateInputs, evaluate, new_accumulators, restore_accumulators, state_columns,
+    value_columns,
+};
+use super::state::{keyed_items, restored_batches};
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
-use datafusion::common::ScalarValue;
-use datafusion::logical_expr::Accumulator;
 use std::collections::HashMap;
 use std::sync::Arc;
 use weir_common::{CheckpointId, Result};
-use weir_runtime::exchange::{hash_rows, key_group};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
 
@@ -76,7 +77,7 @@ impl OperatorFactory for WindowAggregateFactory {
 
 struct Group {
     end_ms: i64,
-    accumulators: Vec<Box<dyn Accumulator>>,
+    accumulators: Accumulators,
 }
 
 struct WindowAggregate {
@@ -98,13 +99,6 @@ fn millis(a: &ArrayRef) -> Result<Vec<i64>> {
 }
 
 impl WindowAggregate {
-    fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
-        self.aggregates
-            .iter()
-            .map(|a| Ok(a.function.create_accumulator()?))
-            .collect()
-    }
-
     /// Emits every group whose window ended at or before `watermark`.
     fn fire(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
         let mut ready: Vec<OwnedRow> = self
@@ -118,23 +112,16 @@ impl WindowAggregate {
         }
         ready.sort_by_key(|k| self.groups[k].end_ms);
         let mut columns = self.converter.convert_rows(ready.iter().map(|r| r.row()))?;
-        let mut values: Vec<Vec<ScalarValue>> =
-            vec![Vec::with_capacity(ready.len()); self.aggregates.len()];
+        let mut values = Vec::with_capacity(ready.len());
         for key in &ready {
             let mut group = self.groups.remove(key).expect("group");
-            for (i, acc) in group.accumulators.iter_mut().enumerate() {
-                values[i].push(acc.evaluate()?);
-            }
+            values.push(evaluate(&mut group.accumulators)?);
         }
-        for (i, v) in values.into_iter().enumerate() {
-            let array = ScalarValue::iter_to_array(v)?;
-            let want = self.schema.field(self.keys.len() + i).data_type();
-            columns.push(if array.data_type() == want {
-                array
-            } else {
-                arrow::compute::cast(&array, want)?
-            });
-        }
+        let types: Vec<DataType> = self.schema.fields()[self.keys.len()..]
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        columns.extend(value_columns(values, &types)?);
         let relaxed = Arc::new(Schema::new(
             self.schema
                 .fields()
@@ -153,31 +140,19 @@ impl WindowAggregate {
 #[async_trait]
 impl Operator for WindowAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        for item in restored.map(|s| s.items).unwrap_or_default() {
-            for batch in decode_batches(item["batch"].as_str().unwrap_or_default())? {
-                let k = self.keys.len();
-                let key_columns: Vec<ArrayRef> = batch.columns()[..k].to_vec();
-                let rows = self.converter.convert_columns(&key_columns)?;
-                let ends = millis(batch.column(k))?;
-                for r in 0..batch.num_rows() {
-                    let mut accumulators = self.new_accumulators()?;
-                    let mut col = k + 1;
-                    for (a, acc) in accumulators.iter_mut().enumerate() {
-                        let n = self.aggregates[a].function.state_fields()?.len();
-                        let states: Vec<ArrayRef> = (col..col + n)
-                            .map(|c| batch.column(c).slice(r, 1))
-                            .collect();
-                        acc.merge_batch(&states)?;
-                        col += n;
-                    }
-                    self.groups.insert(
-                        rows.row(r).owned(),
-                        Group {
-                            end_ms: ends[r],
-                            accumulators,
-                        },
-                    );
-                }
+        let k = self.keys.len();
+        for batch in restored_batches(restored)? {
+            let rows = self.converter.convert_columns(&batch.columns()[..k])?;
+            let ends = millis(batch.column(k))?;
+            for r in 0..batch.num_rows() {
+                let accumulators = restore_accumulators(&self.aggregates, false, &batch, k + 1, r)?;
+                self.groups.insert(
+                    rows.row(r).owned(),
+                    Group {
+                        end_ms: ends[r],
+                        accumulators,
+                    },
+                );
             }
         }
         Ok(())
@@ -189,21 +164,7 @@ impl Operator for WindowAggregate {
             self.keys.iter().map(|k| batch.column(*k).clone()).collect();
         let rows = self.converter.convert_columns(&key_columns)?;
         let ends = millis(&key_columns[self.window_end])?;
-        let mut inputs: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.aggregates.len());
-        let mut filters: Vec<Option<BooleanArray>> = Vec::with_capacity(self.aggregates.len());
-        for a in &self.aggregates {
-            inputs.push(
-                a.function
-                    .expressions()
-                    .iter()
-                    .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(n)))
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-            filters.push(match &a.filter {
-                Some(f) => Some(f.evaluate(&batch)?.into_array(n)?.as_boolean().clone()),
-                None => None,
-            });
-        }
+        let inputs = AggregateInputs::evaluate(&self.aggregates, &batch)?;
         // Rows of each group, in arrival order; late rows are dropped.
         let mut index: HashMap<arrow::row::Row<'_>, usize> = HashMap::new();
         let mut members: Vec<(usize, Vec<u32>)> = Vec::new();
@@ -220,7 +181,7 @@ impl Operator for WindowAggregate {
         for (first, idx) in members {
             let key = rows.row(first).owned();
             if !self.groups.contains_key(&key) {
-                let accumulators = self.new_accumulators()?;
+                let accumulators = new_accumulators(&self.aggregates, false)?;
                 self.groups.insert(
                     key.clone(),
                     Group {
@@ -230,22 +191,7 @@ impl Operator for WindowAggregate {
                 );
             }
             let group = self.groups.get_mut(&key).expect("group");
-            let take = UInt32Array::from(idx);
-            for (a, acc) in group.accumulators.iter_mut().enumerate() {
-                let mut columns = inputs[a]
-                    .iter()
-                    .map(|c| arrow::compute::take(c, &take, None))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if let Some(filter) = &filters[a] {
-                    let mask = arrow::compute::take(filter, &take, None)?;
-                    let mask = mask.as_boolean();
-                    columns = columns
-                        .iter()
-                        .map(|c| arrow::compute::filter(c, mask))
-                        .collect::<Result<Vec<_>, _>>()?;
-                }
-                acc.update_batch(&columns)?;
-            }
+            inputs.feed(&mut group.accumulators, &idx, false)?;
         }
         Ok(())
     }
@@ -263,72 +209,35 @@ impl Operator for WindowAggregate {
         if self.groups.is_empty() {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let keys: Vec<OwnedRow> = self.groups.keys().cloned().collect();
-        let mut columns = self.converter.convert_rows(keys.iter().map(|r| r.row()))?;
-        let k = columns.len();
-        let key_batch = RecordBatch::try_new(
-            Arc::new(Schema::new(
-                self.keys
-                    .iter()
-                    .map(|i| {
-                        self.input_schema
-                            .field(*i)
-                            .as_ref()
-                            .clone()
-                            .with_nullable(true)
-                    })
-                    .collect::<Vec<_>>(),
-            )),
-            columns.clone(),
-        )?;
-        let key_groups: Vec<usize> = hash_rows(&key_batch, &(0..k).collect::<Vec<_>>())?
-            .into_iter()
-            .map(|h| key_group(h, self.max_parallelism))
-            .collect();
-        let mut fields: Vec<Field> = key_batch
-            .schema()
-            .fields()
+        let mut key_rows = Vec::with_capacity(self.groups.len());
+        let mut ends = Vec::with_capacity(self.groups.len());
+        let mut accumulators = Vec::with_capacity(self.groups.len());
+        for (key, group) in self.groups.iter_mut() {
+            key_rows.push(key.row());
+            ends.push(group.end_ms);
+            accumulators.push(&mut group.accumulators);
+        }
+        let mut columns = self.converter.convert_rows(key_rows)?;
+        let mut fields: Vec<Field> = self
+            .keys
             .iter()
-            .map(|f| f.as_ref().clone())
+            .map(|i| {
+                self.input_schema
+                    .field(*i)
+                    .as_ref()
+                    .clone()
+                    .with_nullable(true)
+            })
             .collect();
-        columns.push(Arc::new(arrow::array::Int64Array::from(
-            keys.iter()
-                .map(|r| self.groups[r].end_ms)
-                .collect::<Vec<_>>(),
-        )));
+        let k = columns.len();
+        columns.push(Arc::new(arrow::array::Int64Array::from(ends)));
         fields.push(Field::new("__window_end_ms", DataType::Int64, false));
-        for (a, spec) in self.aggregates.iter().enumerate() {
-            let state_fields = spec.function.state_fields()?;
-            let mut per_field: Vec<Vec<ScalarValue>> =
-                vec![Vec::with_capacity(keys.len()); state_fields.len()];
-            for key in &keys {
-                let state = self.groups.get_mut(key).expect("group").accumulators[a].state()?;
-                for (j, v) in state.into_iter().enumerate() {
-                    per_field[j].push(v);
-                }
-            }
-            for (j, values) in per_field.into_iter().enumerate() {
-                let array = ScalarValue::iter_to_array(values)?;
-                fields.push(Field::new(
-                    format!("__state_{a}_{j}"),
-                    array.data_type().clone(),
-                    true,
-                ));
-                let _ = &state_fields[j];
-                columns.push(array);
-            }
+        for (field, column) in state_columns(accumulators.into_iter())? {
+            fields.push(field);
+            columns.push(column);
         }
         let all = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        let mut by_group: HashMap<usize, Vec<u32>> = HashMap::new();
-        for (row, kg) in key_groups.iter().enumerate() {
-            by_group.entry(*kg).or_default().push(row as u32);
-        }
-        let mut items = Vec::new();
-        for (kg, rows) in by_group {
-            let idx = UInt32Array::from(rows);
-            let part = arrow::compute::take_record_batch(&all, &idx)?;
-            items.push(serde_json::json!({ "kg": kg, "batch": encode_batch(&part)? }));
-        }
+        let items = keyed_items(&all, &(0..k).collect::<Vec<_>>(), self.max_parallelism)?;
         Ok(OperatorState::new(StateDistribution::KeyGroups, items))
     }
 }

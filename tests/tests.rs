@@ -13,3 +13,4 @@ mod s3;
 mod savepoint;
 mod shell;
 mod sources;
+mod windows;

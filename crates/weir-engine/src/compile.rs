@@ -3,8 +3,8 @@
 //! positions, so the same script always yields the same uids and restores its state.
 
 use crate::operators::{
-    CalcOperatorFactory, GroupAggregateFactory, JoinOperatorFactory, TopNFactory,
-    UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
+    CalcOperatorFactory, GroupAggregateFactory, JoinOperatorFactory, SessionAggregateFactory,
+    TopNFactory, UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -165,6 +165,31 @@ pub async fn compile_into(
                     factory,
                     from,
                     keys,
+                    default_parallelism,
+                )
+            }
+            PlanNode::SessionAggregate {
+                input,
+                keys,
+                session,
+                aggregates,
+                schema,
+                ..
+            } => {
+                let factory = SessionAggregateFactory {
+                    keys: keys.clone(),
+                    session: *session,
+                    aggregates: aggregates.clone(),
+                    input_schema: plan.output_schema(*input),
+                    schema: schema.clone(),
+                };
+                let partition = factory.partition_keys();
+                keyed_vertex(
+                    graph,
+                    uid("session-aggregate"),
+                    factory,
+                    vertex_of[*input],
+                    &partition,
                     default_parallelism,
                 )
             }

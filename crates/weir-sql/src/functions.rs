@@ -4,7 +4,9 @@
 //! `REGEXP_EXTRACT(s, p, i)` → `array_element(regexp_match(s, p), i)`,
 //! `SPLIT_INDEX(s, d, i)` (0-based) → `nullif(split_part(s, d, i + 1), '')`,
 //! `HOUR(t)`/`MINUTE(t)`/`SECOND(t)` → `CAST(date_part(…) AS BIGINT)`,
-//! `DATE_FORMAT(t, 'yyyy-MM-dd HH:mm')` → `to_char(t, '%Y-%m-%d %H:%M')`.
+//! `DATE_FORMAT(t, 'yyyy-MM-dd HH:mm')` → `to_char(t, '%Y-%m-%d %H:%M')`; legacy group
+//! windows `TUMBLE(ts, size)`/`SESSION(ts, gap)` and their `*_START`/`*_END`/`*_ROWTIME`
+//! (see [`crate::group_windows`]).
 
 use sqlparser::ast::VisitMut;
 use sqlparser::ast::{
@@ -80,6 +82,36 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                             f.name = ObjectName::from(vec![Ident::new(unit)]);
                             list.args.truncate(1);
                         }
+                    }
+                }
+                // Legacy group windows (see `group_windows`).
+                "TUMBLE" | "SESSION" if plain_args(&f.args).is_some_and(|a| a.len() == 2) => {
+                    let udf = if name == "TUMBLE" {
+                        crate::group_windows::TUMBLE
+                    } else {
+                        crate::group_windows::SESSION
+                    };
+                    f.name = ObjectName::from(vec![Ident::new(udf)]);
+                }
+                "TUMBLE_START" | "TUMBLE_END" | "TUMBLE_ROWTIME" | "SESSION_START"
+                | "SESSION_END" | "SESSION_ROWTIME" => {
+                    let Some(args) = plain_args(&f.args).filter(|a| a.len() == 2) else {
+                        return ControlFlow::Continue(());
+                    };
+                    let (window, part) = name.split_once('_').expect("underscore");
+                    let udf = if window == "TUMBLE" {
+                        crate::group_windows::TUMBLE
+                    } else {
+                        crate::group_windows::SESSION
+                    };
+                    let key = format!("{udf}({}, {})", args[0], args[1]);
+                    let text = match part {
+                        "START" => format!("{key}['start']"),
+                        "END" => format!("{key}['end']"),
+                        _ => format!("({key}['end'] - INTERVAL '1' MILLISECOND)"),
+                    };
+                    if let Some(new) = parse_expr(&text) {
+                        *expr = new;
                     }
                 }
                 "REGEXP_EXTRACT" | "SPLIT_INDEX" | "HOUR" | "MINUTE" | "SECOND" | "DATE_FORMAT" => {

@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod dialect;
 pub mod functions;
+pub mod group_windows;
 pub mod parser;
 pub mod plan;
 pub mod planner;

@@ -65,6 +65,18 @@ pub enum PlanNode {
         aggregates: Vec<AggregateSpec>,
         schema: SchemaRef,
     },
+    /// Session window aggregate (`GROUP BY k, SESSION(ts, gap)`): `keys` are the group
+    /// columns of the input, the one at position `session` the per-row session struct
+    /// `{start, end}` (see `group_windows`); sessions of a key that overlap are merged and a
+    /// session is emitted once the watermark passes its end.
+    SessionAggregate {
+        input: usize,
+        keys: Vec<usize>,
+        session: usize,
+        gap_ms: i64,
+        aggregates: Vec<AggregateSpec>,
+        schema: SchemaRef,
+    },
     /// Updating aggregate (a `GROUP BY` without a window): rows are grouped by the `keys`
     /// columns; a new group emits `+I`, a changed one `-U` (old) and `+U` (new), and a group
     /// whose last row is retracted `-D`. Retractions in the input are taken back from the
@@ -142,6 +154,7 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
             PlanNode::Scan { table, .. } => table.schema.clone(),
             PlanNode::Calc { schema, .. }
             | PlanNode::WindowAggregate { schema, .. }
+            | PlanNode::SessionAggregate { schema, .. }
             | PlanNode::GroupAggregate { schema, .. }
             | PlanNode::TopN { schema, .. }
             | PlanNode::Join { schema, .. }
@@ -156,9 +169,10 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
 pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
     {
         match &nodes[n] {
-            PlanNode::Scan { .. } | PlanNode::WindowAggregate { .. } | PlanNode::Join { .. } => {
-                None
-            }
+            PlanNode::Scan { .. }
+            | PlanNode::WindowAggregate { .. }
+            | PlanNode::SessionAggregate { .. }
+            | PlanNode::Join { .. } => None,
             PlanNode::GroupAggregate { .. } => Some("GroupAggregate"),
             PlanNode::TopN { limit: 1, .. } => Some("Deduplicate"),
             PlanNode::TopN { .. } => Some("TopN"),

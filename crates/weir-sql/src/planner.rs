@@ -118,8 +118,12 @@ impl Planner {
     pub fn new() -> Self {
         let mut config = SessionConfig::new();
         config.options_mut().sql_parser.enable_ident_normalization = false;
+        let ctx = SessionContext::new_with_config(config);
+        for name in [crate::group_windows::TUMBLE, crate::group_windows::SESSION] {
+            ctx.register_udf(crate::group_windows::WindowKey::udf(name));
+        }
         Self {
-            ctx: SessionContext::new_with_config(config),
+            ctx,
             catalog: Catalog::default(),
             batch: None,
         }
@@ -130,8 +134,33 @@ impl Planner {
         self.batch = Some(scan);
     }
 
+    /// Rejects what batch execution would get wrong: session windows (DataFusion would
+    /// group by each row's own session instead of merging them).
+    fn check_batch(plan: &LogicalPlan) -> Result<()> {
+        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+        let mut session = false;
+        plan.apply(|node| {
+            for e in node.expressions() {
+                e.apply(|e| {
+                    if let Expr::ScalarFunction(f) = e {
+                        session |= f.func.name() == crate::group_windows::SESSION;
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })?;
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        if session {
+            return Err(Error::plan(
+                "SESSION windows run in streaming mode only (batch execution cannot merge sessions yet)",
+            ));
+        }
+        Ok(())
+    }
+
     /// Runs an optimized logical plan with DataFusion (batch mode).
     pub async fn execute_batch(&self, plan: LogicalPlan) -> Result<Vec<arrow::array::RecordBatch>> {
+        Self::check_batch(&plan)?;
         let frame = self
             .ctx
             .execute_logical_plan(plan)
@@ -153,6 +182,7 @@ impl Planner {
         &self,
         plan: LogicalPlan,
     ) -> Result<datafusion::physical_plan::SendableRecordBatchStream> {
+        Self::check_batch(&plan)?;
         let frame = self
             .ctx
             .execute_logical_plan(plan)
@@ -715,6 +745,8 @@ impl Planner {
                 // Group expressions that are not columns are computed first, as columns
                 // appended to the input (the aggregates' arguments keep their positions).
                 let mut computed: Vec<(PhysicalExprRef, Field)> = Vec::new();
+                // Legacy group windows: (position among the keys, session gap in ms).
+                let (mut session, mut tumble) = (None, None);
                 for g in &agg.group_expr {
                     match g {
                         Expr::Column(c) => keys.push(in_schema.index_of_column(c)?),
@@ -724,6 +756,20 @@ impl Planner {
                             )));
                         }
                         other => {
+                            if let Expr::ScalarFunction(f) = other {
+                                let name = f.func.name();
+                                if name == crate::group_windows::SESSION {
+                                    let gap = match f.args.get(1) {
+                                        Some(Expr::Literal(v, _)) => {
+                                            crate::group_windows::interval_millis(v)
+                                        }
+                                        _ => None,
+                                    };
+                                    session = Some((keys.len(), gap.unwrap_or(0)));
+                                } else if name == crate::group_windows::TUMBLE {
+                                    tumble = Some(keys.len());
+                                }
+                            }
                             let (_, field) = datafusion::logical_expr::ExprSchemable::to_field(
                                 other, in_schema,
                             )?;
@@ -758,9 +804,16 @@ impl Planner {
                     });
                 }
                 let input = materialize(node, steps, Arc::new(Schema::new(input_fields)), nodes);
-                let window_end = keys
-                    .iter()
-                    .position(|k| crate::plan::is_window_end(nodes, input, *k));
+                let window_end = tumble.or_else(|| {
+                    keys.iter()
+                        .position(|k| crate::plan::is_window_end(nodes, input, *k))
+                });
+                if let (Some(_), Some(producer)) = (session, crate::plan::updates_in(nodes, input))
+                {
+                    return Err(Error::plan(format!(
+                        "a session window aggregate over an updating input ({producer}) is not supported"
+                    )));
+                }
                 let input_updates = crate::plan::updates_in(nodes, input);
                 if let (Some(_), Some(producer)) = (window_end, input_updates) {
                     return Err(Error::plan(format!(
@@ -799,6 +852,22 @@ impl Planner {
                         }
                     }
                     aggregates.push(crate::plan::AggregateSpec { function, filter });
+                }
+                if let Some((position, gap_ms)) = session {
+                    if gap_ms <= 0 {
+                        return Err(Error::plan(
+                            "SESSION(ts, gap): the gap must be a positive literal interval such as INTERVAL '10' SECOND",
+                        ));
+                    }
+                    nodes.push(PlanNode::SessionAggregate {
+                        input,
+                        keys,
+                        session: position,
+                        gap_ms,
+                        aggregates,
+                        schema: Arc::new(agg.schema.as_arrow().clone()),
+                    });
+                    return Ok((nodes.len() - 1, Vec::new()));
                 }
                 let Some(window_end) = window_end else {
                     nodes.push(PlanNode::GroupAggregate {

@@ -92,7 +92,11 @@ struct WindowAggregate {
     max_parallelism: usize,
 }
 
+/// Milliseconds of a time column, or of the `end` of a legacy window-key struct.
 fn millis(a: &ArrayRef) -> Result<Vec<i64>> {
+    if matches!(a.data_type(), DataType::Struct(_)) {
+        return Ok(weir_sql::group_windows::bounds(a)?.1);
+    }
     let ms = arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
     let ms = arrow::compute::cast(&ms, &DataType::Int64)?;
     Ok(ms.as_primitive::<Int64Type>().values().to_vec())

@@ -1,0 +1,164 @@
+//! Flink's legacy group windows: `GROUP BY k, TUMBLE(ts, size)` and `GROUP BY k,
+//! SESSION(ts, gap)` with `TUMBLE_START`/`_END`/`_ROWTIME` and `SESSION_START`/`_END`/
+//! `_ROWTIME` in the select list.
+//!
+//! The AST rewrite turns `TUMBLE(ts, size)` into `weir_tumble(ts, size)` and
+//! `SESSION(ts, gap)` into `weir_session(ts, gap)`: scalar functions returning, per row, the
+//! struct `{start, end}` of the row's own window (its tumbling window, resp. the session
+//! `[ts, ts + gap)` of that row alone); `*_START(…)` becomes `…['start']`. DataFusion then
+//! plans an ordinary aggregate grouped by that struct. The streaming planner recognises the
+//! functions: a tumble key makes a window aggregate (its `end` is the window end), a session
+//! key a session aggregate that merges overlapping sessions of a key. In batch mode tumbling
+//! windows are exact; session windows are rejected (grouping by per-row sessions would not
+//! merge them).
+
+use arrow::array::{Array, ArrayRef, AsArray, StructArray};
+use arrow::datatypes::{DataType, Field, Fields, Int64Type, TimeUnit};
+use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use std::sync::Arc;
+
+/// Name of the tumbling-window key function.
+pub const TUMBLE: &str = "weir_tumble";
+/// Name of the session-window key function.
+pub const SESSION: &str = "weir_session";
+
+/// `weir_tumble` or `weir_session`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct WindowKey {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl WindowKey {
+    /// The function called `name` ([`TUMBLE`] or [`SESSION`]).
+    pub fn udf(name: &'static str) -> ScalarUDF {
+        ScalarUDF::new_from_impl(WindowKey {
+            name,
+            signature: Signature::any(2, Volatility::Immutable),
+        })
+    }
+}
+
+/// The `{start, end}` struct type of a window key over a time column of type `time`.
+pub fn key_type(time: &DataType) -> DataType {
+    let tz = match time {
+        DataType::Timestamp(_, tz) => tz.clone(),
+        _ => None,
+    };
+    let t = DataType::Timestamp(TimeUnit::Millisecond, tz);
+    DataType::Struct(Fields::from(vec![
+        Field::new("start", t.clone(), true),
+        Field::new("end", t, true),
+    ]))
+}
+
+/// Milliseconds of a literal day-time interval (`INTERVAL '10' SECOND`).
+pub fn interval_millis(value: &ScalarValue) -> Option<i64> {
+    match value {
+        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+            Some(v.days as i64 * 86_400_000 + v.nanoseconds / 1_000_000)
+        }
+        ScalarValue::IntervalDayTime(Some(v)) => {
+            Some(v.days as i64 * 86_400_000 + v.milliseconds as i64)
+        }
+        _ => None,
+    }
+}
+
+/// The `start`/`end` children of a window-key struct column as milliseconds.
+pub fn bounds(
+    key: &ArrayRef,
+) -> std::result::Result<(Vec<i64>, Vec<i64>), arrow::error::ArrowError> {
+    let key = key.as_struct();
+    let millis = |a: &ArrayRef| -> std::result::Result<Vec<i64>, arrow::error::ArrowError> {
+        let a = arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+        let a = arrow::compute::cast(&a, &DataType::Int64)?;
+        Ok(a.as_primitive::<Int64Type>().values().to_vec())
+    };
+    Ok((millis(key.column(0))?, millis(key.column(1))?))
+}
+
+/// A window-key struct column from bounds in milliseconds.
+pub fn key_array(data_type: &DataType, starts: Vec<i64>, ends: Vec<i64>) -> Result<ArrayRef> {
+    let DataType::Struct(fields) = data_type else {
+        return exec_err!("window key type is not a struct");
+    };
+    let t = fields[0].data_type();
+    let column = |v: Vec<i64>| -> Result<ArrayRef> {
+        let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(v));
+        let a = arrow::compute::cast(&a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+        Ok(arrow::compute::cast(&a, t)?)
+    };
+    Ok(Arc::new(StructArray::try_new(
+        fields.clone(),
+        vec![column(starts)?, column(ends)?],
+        None,
+    )?))
+}
+
+impl ScalarUDFImpl for WindowKey {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        match args.first() {
+            Some(t @ DataType::Timestamp(..)) => Ok(key_type(t)),
+            other => plan_err!(
+                "{}: the time attribute must be a timestamp, not {other:?}",
+                if self.name == TUMBLE {
+                    "TUMBLE"
+                } else {
+                    "SESSION"
+                }
+            ),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let size = match &args.args[1] {
+            ColumnarValue::Scalar(v) => interval_millis(v),
+            _ => None,
+        };
+        let Some(size) = size.filter(|s| *s > 0) else {
+            return exec_err!(
+                "{}: the size must be a positive literal day-time interval",
+                self.name
+            );
+        };
+        let time = args.args[0].clone().into_array(args.number_rows)?;
+        let ms = arrow::compute::cast(&time, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+        let ms = arrow::compute::cast(&ms, &DataType::Int64)?;
+        let ms = ms.as_primitive::<Int64Type>();
+        let starts: Vec<i64> = ms
+            .values()
+            .iter()
+            .map(|t| {
+                if self.name == TUMBLE {
+                    t - t.rem_euclid(size)
+                } else {
+                    *t
+                }
+            })
+            .collect();
+        let ends = starts.iter().map(|s| s + size).collect();
+        let key = key_array(args.return_field.data_type(), starts, ends)?;
+        // A row without a time has no window.
+        let key = match ms.nulls() {
+            Some(nulls) => {
+                let s = key.as_struct().clone();
+                let (fields, columns, _) = s.into_parts();
+                Arc::new(StructArray::try_new(fields, columns, Some(nulls.clone()))?) as ArrayRef
+            }
+            None => key,
+        };
+        Ok(ColumnarValue::Array(key))
+    }
+}

@@ -1,0 +1,27 @@
+-- Session windows (legacy GROUP BY SESSION) with a legacy tumbling window beside them:
+-- every 50 events time jumps 3 s, which closes each user's session (gap 2 s).
+-- batch: skip (DataFusion cannot merge sessions)
+CREATE TABLE clicks (
+  id BIGINT,
+  u AS id % 7,
+  ts AS TO_TIMESTAMP_LTZ(id * 100 + (id / 50) * 3000, 3),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
+) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '1000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000'
+);
+CREATE TABLE sessions (u BIGINT, s TIMESTAMP(3), e TIMESTAMP(3), n BIGINT, lo BIGINT, hi BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/sessions', 'format' = 'json');
+CREATE TABLE minutes (u BIGINT, s TIMESTAMP(3), r TIMESTAMP(3), n BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/minutes', 'format' = 'json');
+
+INSERT INTO sessions
+SELECT u, SESSION_START(ts, INTERVAL '2' SECOND), SESSION_END(ts, INTERVAL '2' SECOND),
+       COUNT(*), MIN(id), MAX(id)
+FROM clicks
+GROUP BY u, SESSION(ts, INTERVAL '2' SECOND);
+
+INSERT INTO minutes
+SELECT u, TUMBLE_START(ts, INTERVAL '1' MINUTE), TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE), COUNT(*)
+FROM clicks
+GROUP BY u, TUMBLE(ts, INTERVAL '1' MINUTE);

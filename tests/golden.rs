@@ -180,3 +180,8 @@ fn golden_top_n_and_deduplication() {
 fn golden_session_and_legacy_tumble_windows() {
     golden("session_window");
 }
+
+#[test]
+fn golden_outer_joins() {
+    golden("outer_join");
+}

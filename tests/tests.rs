@@ -13,4 +13,5 @@ mod s3;
 mod savepoint;
 mod shell;
 mod sources;
+mod state;
 mod windows;

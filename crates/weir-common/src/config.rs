@@ -121,6 +121,13 @@ pub static KEYS: &[KeyInfo] = &[
         "Number of key groups; fixed for the life of a job's state."
     ),
     key!(
+        "table.exec.state.ttl",
+        [],
+        "0 ms",
+        Duration,
+        "State of updating aggregates, Top-N and regular joins untouched for this long (processing time) is dropped (0: kept forever)."
+    ),
+    key!(
         "table.exec.source.idle-timeout",
         [],
         "0 ms",
@@ -272,6 +279,13 @@ impl Config {
 
     pub fn pipeline_name(&self) -> Option<String> {
         self.raw("pipeline.name").map(str::to_string)
+    }
+
+    /// `table.exec.state.ttl`, when set.
+    pub fn state_ttl(&self) -> Option<Duration> {
+        parse_duration(self.raw_or_default("table.exec.state.ttl"))
+            .ok()
+            .filter(|d| !d.is_zero())
     }
 
     pub fn idle_timeout(&self) -> Option<Duration> {

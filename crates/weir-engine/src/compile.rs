@@ -43,6 +43,7 @@ pub async fn compile_into(
     plan: &StreamPlan,
     statement: usize,
     default_parallelism: usize,
+    state_ttl: Option<std::time::Duration>,
 ) -> Result<()> {
     let mut vertex_of: Vec<usize> = Vec::with_capacity(plan.nodes.len());
     let edge = |graph: &JobGraph, from: usize, to_parallelism: usize| {
@@ -122,6 +123,7 @@ pub async fn compile_into(
                     inputs: [plan.output_schema(*left), plan.output_schema(*right)],
                     filter: filter.clone(),
                     schema: schema.clone(),
+                    state_ttl,
                 };
                 let v = graph.add_vertex(Vertex {
                     uid: uid("join"),
@@ -206,6 +208,7 @@ pub async fn compile_into(
                     retract: *retract,
                     input_schema: plan.output_schema(*input),
                     schema: schema.clone(),
+                    state_ttl,
                 };
                 keyed_vertex(
                     graph,
@@ -231,6 +234,7 @@ pub async fn compile_into(
                     row_number: *row_number,
                     input_schema: plan.output_schema(*input),
                     schema: schema.clone(),
+                    state_ttl,
                 };
                 keyed_vertex(
                     graph,

@@ -407,7 +407,14 @@ impl Engine {
     pub async fn build_job(&self, plans: &[StreamPlan]) -> Result<JobGraph> {
         let mut graph = JobGraph::default();
         for (i, plan) in plans.iter().enumerate() {
-            compile_into(&mut graph, plan, i, self.config.parallelism()).await?;
+            compile_into(
+                &mut graph,
+                plan,
+                i,
+                self.config.parallelism(),
+                self.config.state_ttl(),
+            )
+            .await?;
         }
         Ok(graph)
     }

@@ -36,6 +36,13 @@ pub enum JoinKind {
     LeftSemi,
     /// Each right row once, when it first has a match.
     RightSemi,
+    /// Inner rows, plus left rows without a match padded with NULLs (retracted when a
+    /// match arrives).
+    LeftOuter,
+    /// Inner rows, plus right rows without a match padded with NULLs.
+    RightOuter,
+    /// Inner rows, plus rows of either side without a match padded with NULLs.
+    FullOuter,
 }
 
 /// A node of a [`StreamPlan`]; inputs refer to earlier nodes.
@@ -169,6 +176,10 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
 pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
     {
         match &nodes[n] {
+            PlanNode::Join {
+                kind: JoinKind::LeftOuter | JoinKind::RightOuter | JoinKind::FullOuter,
+                ..
+            } => Some("OuterJoin"),
             PlanNode::Scan { .. }
             | PlanNode::WindowAggregate { .. }
             | PlanNode::SessionAggregate { .. }
@@ -242,8 +253,9 @@ pub fn is_window_end(nodes: &[PlanNode], n: usize, col: usize) -> bool {
             let left_width = output_schema_in(nodes, *left).fields().len();
             match kind {
                 JoinKind::RightSemi => is_window_end(nodes, *right, col),
-                _ if col < left_width => is_window_end(nodes, *left, col),
+                JoinKind::Inner if col < left_width => is_window_end(nodes, *left, col),
                 JoinKind::Inner => is_window_end(nodes, *right, col - left_width),
+                JoinKind::LeftSemi => is_window_end(nodes, *left, col),
                 _ => false,
             }
         }

@@ -672,15 +672,23 @@ impl Planner {
                 let kind = match j.join_type {
                     JoinType::LeftSemi => crate::plan::JoinKind::LeftSemi,
                     JoinType::RightSemi => crate::plan::JoinKind::RightSemi,
+                    JoinType::Left => crate::plan::JoinKind::LeftOuter,
+                    JoinType::Right => crate::plan::JoinKind::RightOuter,
+                    JoinType::Full => crate::plan::JoinKind::FullOuter,
                     _ => crate::plan::JoinKind::Inner,
                 };
                 let supported = matches!(
                     j.join_type,
-                    JoinType::Inner | JoinType::LeftSemi | JoinType::RightSemi
+                    JoinType::Inner
+                        | JoinType::LeftSemi
+                        | JoinType::RightSemi
+                        | JoinType::Left
+                        | JoinType::Right
+                        | JoinType::Full
                 );
                 if !supported || j.on.is_empty() {
                     return Err(Error::plan(format!(
-                        "{} join{} is not supported in streaming mode yet (inner and semi equi-joins are)",
+                        "{} join{} is not supported in streaming mode yet (inner, outer and semi equi-joins are)",
                         j.join_type,
                         if j.on.is_empty() {
                             " without an equality condition"

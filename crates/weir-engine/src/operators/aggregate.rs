@@ -54,6 +54,26 @@ impl AggregateInputs {
         Ok(Self { inputs, filters })
     }
 
+    /// Aggregate `a`'s arguments and filter mask, for the rows `rows` (all when `None`).
+    pub fn columns(
+        &self,
+        a: usize,
+        rows: Option<&UInt32Array>,
+    ) -> Result<(Vec<ArrayRef>, Option<BooleanArray>)> {
+        let Some(rows) = rows else {
+            return Ok((self.inputs[a].clone(), self.filters[a].clone()));
+        };
+        let values = self.inputs[a]
+            .iter()
+            .map(|c| arrow::compute::take(c, rows, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        let filter = match &self.filters[a] {
+            Some(f) => Some(arrow::compute::take(f, rows, None)?.as_boolean().clone()),
+            None => None,
+        };
+        Ok((values, filter))
+    }
+
     /// Feeds rows `rows` to `accumulators` (takes them back when `retract`).
     pub fn feed(&self, accumulators: &mut Accumulators, rows: &[u32], retract: bool) -> Result<()> {
         if rows.is_empty() {

@@ -5,13 +5,14 @@
 //! touched emits its change: `+I` for a new group, `-U` (old values) and `+U` (new values)
 //! when its values changed, `-D` when its last row was retracted (then it is dropped).
 //! Retracted input rows (`-U`, `-D`) are taken back from retracting accumulators. State is
-//! keyed and snapshotted per key group, like the window aggregate's.
+//! keyed and snapshotted per key group, like the window aggregate's. With a state TTL,
+//! groups no row reached for that long are dropped (a later row starts the group afresh).
 
 use super::aggregate::{
     Accumulators, AggregateInputs, evaluate, new_accumulators, restore_accumulators, state_columns,
     value_columns,
 };
-use super::state::{keyed_items, restored_batches};
+use super::state::{Ttl, keyed_items, now_ms, restored_batches};
 use arrow::array::{ArrayRef, AsArray, BooleanArray, Int8Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter, SortField};
@@ -36,6 +37,8 @@ pub struct GroupAggregateFactory {
     pub input_schema: SchemaRef,
     /// Output schema without the row-kind column: group columns, then the aggregates.
     pub schema: SchemaRef,
+    /// `table.exec.state.ttl`: groups untouched this long are dropped.
+    pub state_ttl: Option<std::time::Duration>,
 }
 
 impl OperatorFactory for GroupAggregateFactory {
@@ -85,6 +88,7 @@ impl OperatorFactory for GroupAggregateFactory {
             output: changelog::with_op_field(&relaxed),
             converter: RowConverter::new(key_fields)?,
             groups: HashMap::new(),
+            ttl: Ttl::new(self.state_ttl),
             max_parallelism: task.max_parallelism,
         }))
     }
@@ -94,6 +98,8 @@ struct Group {
     /// Input rows added minus rows retracted.
     rows: i64,
     accumulators: Accumulators,
+    /// When a row last reached the group (for the state TTL).
+    touched: u64,
 }
 
 struct GroupAggregate {
@@ -105,6 +111,7 @@ struct GroupAggregate {
     output: SchemaRef,
     converter: RowConverter,
     groups: HashMap<OwnedRow, Group>,
+    ttl: Option<Ttl>,
     max_parallelism: usize,
 }
 
@@ -143,6 +150,7 @@ impl Operator for GroupAggregate {
                     Group {
                         rows: counts.value(r),
                         accumulators,
+                        touched: now_ms(),
                     },
                 );
             }
@@ -179,6 +187,11 @@ impl Operator for GroupAggregate {
             }
         }
 
+        let now = now_ms();
+        if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
+            // Expired groups are forgotten without output, as in Flink.
+            self.groups.retain(|_, g| g.touched >= cutoff);
+        }
         let mut key_rows: Vec<u32> = Vec::new();
         let mut values: Vec<Vec<ScalarValue>> = Vec::new();
         let mut kinds: Vec<i8> = Vec::new();
@@ -199,12 +212,14 @@ impl Operator for GroupAggregate {
                         Group {
                             rows: 0,
                             accumulators,
+                            touched: 0,
                         },
                     );
                     None
                 }
             };
             let group = self.groups.get_mut(&key).expect("group");
+            group.touched = now;
             inputs.feed(&mut group.accumulators, &t.added, false)?;
             inputs.feed(&mut group.accumulators, &t.retracted, true)?;
             group.rows += t.added.len() as i64 - t.retracted.len() as i64;

@@ -1,22 +1,26 @@
-//! `Join`: regular (unbounded) inner and semi equi-joins of two append-only inputs.
+//! `Join`: regular (unbounded) inner, outer and semi equi-joins of two append-only inputs.
 //!
 //! Both inputs arrive hash-partitioned by their join columns. Every row is stored under its
 //! key and joined with the rows of the other side stored before it, so each matching pair
 //! is emitted exactly once, by whichever row came second. Rows with a NULL key never match.
 //! A semi join emits each row of its kept side once, when it first has a match (that
 //! passes the extra condition, if there is one), and
-//! remembers (also in checkpoints) which kept rows it emitted.
-//! The state grows with the input (no TTL yet); it is keyed, so a snapshot stores each key
+//! remembers (also in checkpoints) which kept rows it emitted. An outer join emits a row of
+//! an outer side that has no match padded with NULLs (`+I`) and retracts it (`-D`) when
+//! its first match arrives: its output is a changelog; which outer rows have matched is
+//! kept (and checkpointed) the same way.
+//! The state grows with the input unless a state TTL drops rows stored longer ago; it is keyed, so a snapshot stores each key
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
 
-use super::state::{decode_batches, keyed_items};
+use super::state::{Ttl, decode_batches, keyed_items, now_ms};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
+use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::JoinKind;
@@ -34,6 +38,8 @@ pub struct JoinOperatorFactory {
     pub filter: Option<PhysicalExprRef>,
     /// Output schema: left columns, then right columns.
     pub schema: SchemaRef,
+    /// `table.exec.state.ttl`: stored rows older than this are dropped.
+    pub state_ttl: Option<std::time::Duration>,
 }
 
 impl OperatorFactory for JoinOperatorFactory {
@@ -59,6 +65,7 @@ impl OperatorFactory for JoinOperatorFactory {
                 batches: Vec::new(),
                 index: HashMap::new(),
                 emitted: Vec::new(),
+                born: Vec::new(),
             })
         };
         Ok(Box::new(JoinOperator {
@@ -77,6 +84,7 @@ impl OperatorFactory for JoinOperatorFactory {
                     .collect::<Vec<_>>(),
             )),
             schema: self.schema.clone(),
+            ttl: Ttl::new(self.state_ttl),
             max_parallelism: task.max_parallelism,
         }))
     }
@@ -87,8 +95,10 @@ struct Side {
     converter: RowConverter,
     batches: Vec<RecordBatch>,
     index: HashMap<OwnedRow, Vec<(usize, usize)>>,
-    /// Semi joins, kept side: which stored rows were emitted.
+    /// Semi joins, kept side: which stored rows were emitted; outer sides: which matched.
     emitted: Vec<Vec<bool>>,
+    /// When each stored batch arrived (for the state TTL).
+    born: Vec<u64>,
 }
 
 impl Side {
@@ -108,8 +118,29 @@ impl Side {
             keys.push(Some(key));
         }
         self.emitted.push(vec![false; batch.num_rows()]);
+        self.born.push(now_ms());
         self.batches.push(batch);
         Ok(keys)
+    }
+
+    /// Drops the batches stored before `cutoff` (their slots stay, empty, so positions
+    /// in the index keep their meaning).
+    fn expire(&mut self, cutoff: u64) {
+        let expired: Vec<usize> = (0..self.batches.len())
+            .filter(|b| self.born[*b] < cutoff && self.batches[*b].num_rows() > 0)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        for b in &expired {
+            self.batches[*b] = RecordBatch::new_empty(self.batches[*b].schema());
+            self.emitted[*b] = Vec::new();
+        }
+        let gone = |b: usize| self.born[b] < cutoff;
+        self.index.retain(|_, rows| {
+            rows.retain(|(b, _)| !gone(*b));
+            !rows.is_empty()
+        });
     }
 }
 
@@ -121,10 +152,41 @@ struct JoinOperator {
     /// Left columns then right columns, all nullable: what the filter reads.
     combined: SchemaRef,
     schema: SchemaRef,
+    ttl: Option<Ttl>,
     max_parallelism: usize,
 }
 
 impl JoinOperator {
+    /// Joined rows in the output's columns, all nullable: the left columns of `left`'s
+    /// stored rows (NULLs when `None`), then the right columns of `right`'s.
+    fn rows(
+        &self,
+        left: Option<&[(usize, usize)]>,
+        right: Option<&[(usize, usize)]>,
+        len: usize,
+    ) -> Result<RecordBatch> {
+        let mut columns = Vec::with_capacity(self.combined.fields().len());
+        for (side, picks) in [(0, left), (1, right)] {
+            for c in 0..self.inputs[side].fields().len() {
+                columns.push(match picks {
+                    Some([]) => {
+                        arrow::array::new_empty_array(self.inputs[side].field(c).data_type())
+                    }
+                    Some(picks) => gather(&self.sides[side].batches, picks, c)?,
+                    None => {
+                        arrow::array::new_null_array(self.inputs[side].field(c).data_type(), len)
+                    }
+                });
+            }
+        }
+        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(len));
+        Ok(RecordBatch::try_new_with_options(
+            self.combined.clone(),
+            columns,
+            &options,
+        )?)
+    }
+
     /// Semi join: emit kept-side rows the first time they have a match.
     fn semi(&mut self, this: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
         let kept = if self.kind == JoinKind::LeftSemi {
@@ -211,7 +273,8 @@ impl Operator for JoinOperator {
         for item in restored.map(|s| s.items).unwrap_or_default() {
             let side = item["side"].as_u64().unwrap_or(0) as usize;
             for batch in decode_batches(item["batch"].as_str().unwrap_or_default())? {
-                // A semi join's kept side carries an `__emitted` column after its own.
+                // A flagged side (semi join kept side, outer side) carries an `__emitted`
+                // column after its own.
                 let n = self.inputs[side].fields().len();
                 let data =
                     RecordBatch::try_new(self.inputs[side].clone(), batch.columns()[..n].to_vec())?;
@@ -234,11 +297,17 @@ impl Operator for JoinOperator {
         batch: RecordBatch,
         out: &mut Output,
     ) -> Result<()> {
-        if self.kind != JoinKind::Inner {
+        if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now_ms())) {
+            for side in &mut self.sides {
+                side.expire(cutoff);
+            }
+        }
+        if matches!(self.kind, JoinKind::LeftSemi | JoinKind::RightSemi) {
             return self.semi(input.min(1), batch, out);
         }
         let (this, other) = (input.min(1), 1 - input.min(1));
         let stored = self.sides[this].batches.len();
+        let rows = batch.num_rows();
         let keys = self.sides[this].store(batch)?;
         // Pairs (row of this batch, stored row of the other side).
         let (mut mine, mut theirs) = (Vec::new(), Vec::new());
@@ -251,44 +320,98 @@ impl Operator for JoinOperator {
                 }
             }
         }
-        if mine.is_empty() {
-            return Ok(());
-        }
         let (left, right) = if this == 0 {
             (&mine, &theirs)
         } else {
             (&theirs, &mine)
         };
-        let mut columns = Vec::with_capacity(self.schema.fields().len());
-        for c in 0..self.inputs[0].fields().len() {
-            columns.push(gather(&self.sides[0].batches, left, c)?);
-        }
-        for c in 0..self.inputs[1].fields().len() {
-            columns.push(gather(&self.sides[1].batches, right, c)?);
-        }
-        let relaxed = Arc::new(arrow::datatypes::Schema::new(
-            self.schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        ));
-        let mut joined = RecordBatch::try_new(relaxed, columns)?;
-        if let Some(filter) = &self.filter {
+        let mut joined = self.rows(Some(left), Some(right), left.len())?;
+        if let (Some(filter), true) = (&self.filter, joined.num_rows() > 0) {
             let mask = filter.evaluate(&joined)?.into_array(joined.num_rows())?;
-            joined = arrow::compute::filter_record_batch(&joined, mask.as_boolean())?;
+            let mask = mask.as_boolean();
+            let passed = |p: usize| mask.is_valid(p) && mask.value(p);
+            mine = (0..mine.len())
+                .filter(|p| passed(*p))
+                .map(|p| mine[p])
+                .collect();
+            theirs = (0..theirs.len())
+                .filter(|p| passed(*p))
+                .map(|p| theirs[p])
+                .collect();
+            joined = arrow::compute::filter_record_batch(&joined, mask)?;
         }
-        let joined =
-            RecordBatch::try_new(self.schema.clone(), joined.columns().to_vec()).unwrap_or(joined);
-        out.emit(joined);
+        if self.kind == JoinKind::Inner {
+            if joined.num_rows() > 0 {
+                let joined = RecordBatch::try_new(self.schema.clone(), joined.columns().to_vec())
+                    .unwrap_or(joined);
+                out.emit(joined);
+            }
+            return Ok(());
+        }
+        // Outer joins: a row of an outer side without a match is emitted padded with
+        // NULLs; when its first match arrives, that padded row is retracted.
+        let outer = |side: usize| match self.kind {
+            JoinKind::LeftOuter => side == 0,
+            JoinKind::RightOuter => side == 1,
+            _ => true,
+        };
+        let mut retract = Vec::new();
+        if outer(other) {
+            for o in &theirs {
+                if !self.sides[other].emitted[o.0][o.1] {
+                    self.sides[other].emitted[o.0][o.1] = true;
+                    retract.push(*o);
+                }
+            }
+            retract.sort_unstable();
+            retract.dedup();
+        }
+        let mut lonely = Vec::new();
+        if outer(this) {
+            for (_, i) in &mine {
+                self.sides[this].emitted[stored][*i] = true;
+            }
+            lonely = (0..rows)
+                .filter(|i| !self.sides[this].emitted[stored][*i])
+                .map(|i| (stored, i))
+                .collect();
+        }
+        let padded = |side: usize, picks: &[(usize, usize)]| {
+            if side == 0 {
+                self.rows(Some(picks), None, picks.len())
+            } else {
+                self.rows(None, Some(picks), picks.len())
+            }
+        };
+        let parts = [
+            (padded(other, &retract)?, RowKind::Delete),
+            (joined, RowKind::Insert),
+            (padded(this, &lonely)?, RowKind::Insert),
+        ];
+        let mut batches = Vec::new();
+        for (part, kind) in parts {
+            if part.num_rows() > 0 {
+                let ops = Arc::new(arrow::array::Int8Array::from(vec![
+                    kind as i8;
+                    part.num_rows()
+                ]));
+                batches.push(changelog::attach(&part, ops)?);
+            }
+        }
+        if let Some(first) = batches.first() {
+            out.emit(arrow::compute::concat_batches(&first.schema(), &batches)?);
+        }
         Ok(())
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let kept = match self.kind {
-            JoinKind::Inner => None,
-            JoinKind::LeftSemi => Some(0),
-            JoinKind::RightSemi => Some(1),
+        // Sides whose per-row flags are state: a semi join's kept side (emitted), an outer
+        // side (matched).
+        let flagged = |s: usize| match self.kind {
+            JoinKind::Inner => false,
+            JoinKind::LeftSemi | JoinKind::LeftOuter => s == 0,
+            JoinKind::RightSemi | JoinKind::RightOuter => s == 1,
+            JoinKind::FullOuter => true,
         };
         let mut items = Vec::new();
         for (s, side) in self.sides.iter().enumerate() {
@@ -296,7 +419,7 @@ impl Operator for JoinOperator {
                 continue;
             }
             let all = arrow::compute::concat_batches(&self.inputs[s], &side.batches)?;
-            let all = if kept == Some(s) {
+            let all = if flagged(s) {
                 let flags: arrow::array::BooleanArray =
                     side.emitted.iter().flatten().map(|f| Some(*f)).collect();
                 let mut fields: Vec<arrow::datatypes::Field> = all

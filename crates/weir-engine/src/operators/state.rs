@@ -56,3 +56,38 @@ pub fn restored_batches(restored: Option<weir_runtime::OperatorState>) -> Result
     }
     Ok(out)
 }
+
+/// `table.exec.state.ttl` for one operator: state untouched for the TTL (processing
+/// time) is dropped. Expiry is checked at most every quarter of the TTL.
+pub struct Ttl {
+    ttl_ms: u64,
+    next_sweep: u64,
+}
+
+impl Ttl {
+    /// `None` when state lives forever.
+    pub fn new(ttl: Option<std::time::Duration>) -> Option<Ttl> {
+        let ttl_ms = ttl?.as_millis().max(1) as u64;
+        Some(Ttl {
+            ttl_ms,
+            next_sweep: now_ms() + ttl_ms / 4,
+        })
+    }
+
+    /// When a sweep is due at `now`, the time before which untouched state has expired.
+    pub fn due(&mut self, now: u64) -> Option<u64> {
+        if now < self.next_sweep {
+            return None;
+        }
+        self.next_sweep = now + (self.ttl_ms / 4).max(1);
+        Some(now.saturating_sub(self.ttl_ms))
+    }
+}
+
+/// Processing time: milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

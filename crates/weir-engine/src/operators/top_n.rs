@@ -10,7 +10,7 @@
 //! when the list grows or shrinks); without it, only rows that entered or left the top.
 //! State is keyed and snapshotted per key group as rows of the input schema.
 
-use super::state::{keyed_items, restored_batches};
+use super::state::{Ttl, keyed_items, now_ms, restored_batches};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
@@ -36,6 +36,8 @@ pub struct TopNFactory {
     pub input_schema: SchemaRef,
     /// Output schema without the row-kind column.
     pub schema: SchemaRef,
+    /// `table.exec.state.ttl`: partitions untouched this long are dropped.
+    pub state_ttl: Option<std::time::Duration>,
 }
 
 impl OperatorFactory for TopNFactory {
@@ -112,6 +114,7 @@ impl OperatorFactory for TopNFactory {
             order_rows: RowConverter::new(order_fields)?,
             full_rows: RowConverter::new(row_fields)?,
             tops: HashMap::new(),
+            ttl: Ttl::new(self.state_ttl),
             next_id: 0,
             max_parallelism: task.max_parallelism,
         }))
@@ -139,8 +142,9 @@ struct TopN {
     partition_rows: RowConverter,
     order_rows: RowConverter,
     full_rows: RowConverter,
-    /// Each partition's best rows, best first.
-    tops: HashMap<OwnedRow, Vec<Entry>>,
+    /// Each partition's best rows, best first, and when a row last reached it.
+    tops: HashMap<OwnedRow, (Vec<Entry>, u64)>,
+    ttl: Option<Ttl>,
     next_id: u64,
     max_parallelism: usize,
 }
@@ -263,7 +267,8 @@ impl Operator for TopN {
                 self.next_id += 1;
                 self.tops
                     .entry(partition.row(r).owned())
-                    .or_default()
+                    .or_insert_with(|| (Vec::new(), now_ms()))
+                    .0
                     .push(entry);
             }
         }
@@ -290,10 +295,14 @@ impl Operator for TopN {
             });
             members[slot].push(i);
         }
+        let now = now_ms();
+        if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
+            self.tops.retain(|_, (_, touched)| *touched >= cutoff);
+        }
         let mut changes = Changes::default();
         for rows in members {
             let key = partition.row(rows[0]).owned();
-            let mut top = self.tops.remove(&key).unwrap_or_default();
+            let mut top = self.tops.remove(&key).map(|t| t.0).unwrap_or_default();
             let old = top.clone();
             let mut changed = false;
             for i in rows {
@@ -314,7 +323,7 @@ impl Operator for TopN {
             if changed {
                 self.diff(&old, &top, &mut changes);
             }
-            self.tops.insert(key, top);
+            self.tops.insert(key, (top, now));
         }
         if changes.rows.is_empty() {
             return Ok(());
@@ -335,7 +344,7 @@ impl Operator for TopN {
         let rows: Vec<arrow::row::Row<'_>> = self
             .tops
             .values()
-            .flat_map(|top| top.iter().map(|e| e.row.row()))
+            .flat_map(|(top, _)| top.iter().map(|e| e.row.row()))
             .collect();
         if rows.is_empty() {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));

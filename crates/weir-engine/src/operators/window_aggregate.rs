@@ -1,23 +1,27 @@
-//! `WindowAggregate`: event-time window aggregation with DataFusion accumulators.
+//! `WindowAggregate`: event-time window aggregation with DataFusion's vectorized group
+//! machinery.
 //!
 //! Input arrives hash-partitioned by the group keys (which include `window_end`). Each
-//! group — one key in one window — keeps one accumulator per aggregate function. When the
-//! watermark reaches a window's last millisecond (`window_end - 1`), its groups are
-//! evaluated, emitted and dropped; rows for windows already fired are late and dropped, as
-//! in Flink. State is keyed: a snapshot stores each key group's groups (keys, window end and
-//! accumulator states) as an Arrow IPC batch, so a restore at another parallelism hands
-//! every key group to its new owner.
+//! open window has its own `GroupValues` (DataFusion's hash table from key columns to
+//! group ids) and one `GroupsAccumulator` per aggregate function (native ones where the
+//! function has them, DataFusion's adapter over row accumulators otherwise), so a batch
+//! updates a window's groups in one call per aggregate. When the watermark reaches a
+//! window's last millisecond (`window_end - 1`), the window emits all its groups at once
+//! and is dropped; rows for windows already fired are late and dropped, as in Flink.
+//!
+//! State is keyed: a snapshot emits every window's keys and accumulator states (then loads
+//! them back, as DataFusion's emit is destructive) and stores them per key group as Arrow
+//! IPC, so a restore at another parallelism hands every key group to its new owner.
 
-use super::aggregate::{
-    Accumulators, AggregateInputs, evaluate, new_accumulators, restore_accumulators, state_columns,
-    value_columns,
-};
+use super::aggregate::AggregateInputs;
 use super::state::{keyed_items, restored_batches};
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
-use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
-use std::collections::HashMap;
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use datafusion::physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion::physical_plan::aggregates::order::GroupOrdering;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
@@ -56,38 +60,55 @@ impl OperatorFactory for WindowAggregateFactory {
         )
     }
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
-        let key_fields: Vec<SortField> = self
-            .keys
-            .iter()
-            .map(|k| SortField::new(self.input_schema.field(*k).data_type().clone()))
-            .collect();
+        let key_schema = Arc::new(Schema::new(
+            self.keys
+                .iter()
+                .map(|k| {
+                    self.input_schema
+                        .field(*k)
+                        .as_ref()
+                        .clone()
+                        .with_nullable(true)
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let relaxed = Arc::new(Schema::new(
+            self.schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
         Ok(Box::new(WindowAggregate {
             keys: self.keys.clone(),
             window_end: self.window_end,
             aggregates: self.aggregates.clone(),
-            input_schema: self.input_schema.clone(),
+            key_schema,
             schema: self.schema.clone(),
-            converter: RowConverter::new(key_fields)?,
-            groups: HashMap::new(),
+            relaxed,
+            windows: BTreeMap::new(),
             watermark: i64::MIN,
             max_parallelism: task.max_parallelism,
         }))
     }
 }
 
-struct Group {
-    end_ms: i64,
-    accumulators: Accumulators,
+/// The groups of one window.
+struct Window {
+    groups: Box<dyn GroupValues>,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
 }
 
 struct WindowAggregate {
     keys: Vec<usize>,
     window_end: usize,
     aggregates: Vec<AggregateSpec>,
-    input_schema: SchemaRef,
+    /// The group columns, all nullable.
+    key_schema: SchemaRef,
     schema: SchemaRef,
-    converter: RowConverter,
-    groups: HashMap<OwnedRow, Group>,
+    relaxed: SchemaRef,
+    /// Open windows by end (milliseconds).
+    windows: BTreeMap<i64, Window>,
     watermark: i64,
     max_parallelism: usize,
 }
@@ -102,41 +123,52 @@ fn millis(a: &ArrayRef) -> Result<Vec<i64>> {
     Ok(ms.as_primitive::<Int64Type>().values().to_vec())
 }
 
+fn groups_accumulator(spec: &AggregateSpec) -> Result<Box<dyn GroupsAccumulator>> {
+    let function = spec.function.clone();
+    Ok(if function.groups_accumulator_supported() {
+        function.create_groups_accumulator()?
+    } else {
+        Box::new(datafusion::physical_expr::GroupsAccumulatorAdapter::new(
+            move || function.create_accumulator(),
+        ))
+    })
+}
+
 impl WindowAggregate {
-    /// Emits every group whose window ended at or before `watermark`.
-    fn fire(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
-        let mut ready: Vec<OwnedRow> = self
-            .groups
-            .iter()
-            .filter(|(_, g)| g.end_ms - 1 <= watermark)
-            .map(|(k, _)| k.clone())
-            .collect();
-        if ready.is_empty() {
-            return Ok(());
-        }
-        ready.sort_by_key(|k| self.groups[k].end_ms);
-        let mut columns = self.converter.convert_rows(ready.iter().map(|r| r.row()))?;
-        let mut values = Vec::with_capacity(ready.len());
-        for key in &ready {
-            let mut group = self.groups.remove(key).expect("group");
-            values.push(evaluate(&mut group.accumulators)?);
-        }
-        let types: Vec<DataType> = self.schema.fields()[self.keys.len()..]
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        columns.extend(value_columns(values, &types)?);
-        let relaxed = Arc::new(Schema::new(
-            self.schema
-                .fields()
+    fn new_window(&self) -> Result<Window> {
+        Ok(Window {
+            groups: new_group_values(self.key_schema.clone(), &GroupOrdering::None)?,
+            accumulators: self
+                .aggregates
                 .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        ));
-        let batch = RecordBatch::try_new(relaxed, columns)?;
-        out.emit(
-            RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec()).unwrap_or(batch),
-        );
+                .map(groups_accumulator)
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// Emits every window that ended at or before `watermark`, oldest first.
+    fn fire(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
+        while let Some(entry) = self.windows.first_entry() {
+            if *entry.key() - 1 > watermark {
+                break;
+            }
+            let mut window = entry.remove();
+            let mut columns = window.groups.emit(EmitTo::All)?;
+            for (a, acc) in window.accumulators.iter_mut().enumerate() {
+                let values = acc.evaluate(EmitTo::All)?;
+                let want = self.schema.field(self.keys.len() + a).data_type();
+                columns.push(if values.data_type() == want {
+                    values
+                } else {
+                    arrow::compute::cast(&values, want)?
+                });
+            }
+            let batch = RecordBatch::try_new(self.relaxed.clone(), columns)?;
+            out.emit(
+                RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
+                    .unwrap_or(batch),
+            );
+        }
         Ok(())
     }
 }
@@ -145,57 +177,75 @@ impl WindowAggregate {
 impl Operator for WindowAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
         let k = self.keys.len();
+        // How many state columns each aggregate has (asked of fresh accumulators: asking
+        // a loaded one would drain it).
+        let widths = self
+            .aggregates
+            .iter()
+            .map(|a| Ok(groups_accumulator(a)?.state(EmitTo::All)?.len()))
+            .collect::<Result<Vec<_>>>()?;
         for batch in restored_batches(restored)? {
-            let rows = self.converter.convert_columns(&batch.columns()[..k])?;
-            let ends = millis(batch.column(k))?;
-            for r in 0..batch.num_rows() {
-                let accumulators = restore_accumulators(&self.aggregates, false, &batch, k + 1, r)?;
-                self.groups.insert(
-                    rows.row(r).owned(),
-                    Group {
-                        end_ms: ends[r],
-                        accumulators,
-                    },
-                );
+            let ends = batch.column(k).as_primitive::<Int64Type>().clone();
+            let mut rows_of: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+            for (r, end) in ends.values().iter().enumerate() {
+                rows_of.entry(*end).or_default().push(r as u32);
+            }
+            for (end, rows) in rows_of {
+                let part = arrow::compute::take_record_batch(&batch, &UInt32Array::from(rows))?;
+                if !self.windows.contains_key(&end) {
+                    let window = self.new_window()?;
+                    self.windows.insert(end, window);
+                }
+                let window = self.windows.get_mut(&end).expect("window");
+                let mut ids = Vec::new();
+                window.groups.intern(&part.columns()[..k], &mut ids)?;
+                let total = window.groups.len();
+                let mut col = k + 1;
+                for (acc, n) in window.accumulators.iter_mut().zip(&widths) {
+                    let n = *n;
+                    acc.merge_batch(&part.columns()[col..col + n], &ids, total)?;
+                    col += n;
+                }
             }
         }
         Ok(())
     }
 
     async fn process_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Output) -> Result<()> {
-        let n = batch.num_rows();
         let key_columns: Vec<ArrayRef> =
             self.keys.iter().map(|k| batch.column(*k).clone()).collect();
-        let rows = self.converter.convert_columns(&key_columns)?;
         let ends = millis(&key_columns[self.window_end])?;
         let inputs = AggregateInputs::evaluate(&self.aggregates, &batch)?;
-        // Rows of each group, in arrival order; late rows are dropped.
-        let mut index: HashMap<arrow::row::Row<'_>, usize> = HashMap::new();
-        let mut members: Vec<(usize, Vec<u32>)> = Vec::new();
-        for i in 0..n {
-            if ends[i] - 1 <= self.watermark {
-                continue;
+        // Rows per window (usually one window per batch); late rows are dropped.
+        let mut rows_of: HashMap<i64, Vec<u32>> = HashMap::new();
+        for (i, end) in ends.iter().enumerate() {
+            if end - 1 > self.watermark {
+                rows_of.entry(*end).or_default().push(i as u32);
             }
-            let slot = *index.entry(rows.row(i)).or_insert_with(|| {
-                members.push((i, Vec::new()));
-                members.len() - 1
-            });
-            members[slot].1.push(i as u32);
         }
-        for (first, idx) in members {
-            let key = rows.row(first).owned();
-            if !self.groups.contains_key(&key) {
-                let accumulators = new_accumulators(&self.aggregates, false)?;
-                self.groups.insert(
-                    key.clone(),
-                    Group {
-                        end_ms: ends[first],
-                        accumulators,
-                    },
-                );
+        let whole = rows_of.len() == 1 && rows_of.values().all(|r| r.len() == batch.num_rows());
+        let mut ids = Vec::new();
+        for (end, rows) in rows_of {
+            let take = (!whole).then(|| UInt32Array::from(rows));
+            let keys: Vec<ArrayRef> = match &take {
+                None => key_columns.clone(),
+                Some(t) => key_columns
+                    .iter()
+                    .map(|c| arrow::compute::take(c, t, None))
+                    .collect::<Result<_, _>>()?,
+            };
+            if !self.windows.contains_key(&end) {
+                let window = self.new_window()?;
+                self.windows.insert(end, window);
             }
-            let group = self.groups.get_mut(&key).expect("group");
-            inputs.feed(&mut group.accumulators, &idx, false)?;
+            let window = self.windows.get_mut(&end).expect("window");
+            ids.clear();
+            window.groups.intern(&keys, &mut ids)?;
+            let total = window.groups.len();
+            for (a, acc) in window.accumulators.iter_mut().enumerate() {
+                let (values, filter) = inputs.columns(a, take.as_ref())?;
+                acc.update_batch(&values, &ids, filter.as_ref(), total)?;
+            }
         }
         Ok(())
     }
@@ -210,37 +260,57 @@ impl Operator for WindowAggregate {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        if self.groups.is_empty() {
+        let k = self.keys.len();
+        let mut parts = Vec::new();
+        for (end, window) in self.windows.iter_mut() {
+            if window.groups.is_empty() {
+                continue;
+            }
+            // Emitting is destructive: take everything out, then load it back.
+            let keys = window.groups.emit(EmitTo::All)?;
+            let states = window
+                .accumulators
+                .iter_mut()
+                .map(|a| a.state(EmitTo::All))
+                .collect::<Result<Vec<_>, _>>()?;
+            // Some group-value tables keep their index after emitting: reset them.
+            window
+                .groups
+                .clear_shrink(keys.first().map_or(0, |k| k.len()));
+            let mut ids = Vec::new();
+            window.groups.intern(&keys, &mut ids)?;
+            let total = window.groups.len();
+            for (acc, state) in window.accumulators.iter_mut().zip(&states) {
+                acc.merge_batch(state, &ids, total)?;
+            }
+            let mut fields: Vec<Field> = self
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            let mut columns = keys;
+            fields.push(Field::new("__window_end_ms", DataType::Int64, false));
+            columns.push(Arc::new(arrow::array::Int64Array::from(vec![*end; total])));
+            for (a, state) in states.into_iter().enumerate() {
+                for (j, column) in state.into_iter().enumerate() {
+                    fields.push(Field::new(
+                        format!("__state_{a}_{j}"),
+                        column.data_type().clone(),
+                        true,
+                    ));
+                    columns.push(column);
+                }
+            }
+            parts.push(RecordBatch::try_new(
+                Arc::new(Schema::new(fields)),
+                columns,
+            )?);
+        }
+        let Some(first) = parts.first() else {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
-        }
-        let mut key_rows = Vec::with_capacity(self.groups.len());
-        let mut ends = Vec::with_capacity(self.groups.len());
-        let mut accumulators = Vec::with_capacity(self.groups.len());
-        for (key, group) in self.groups.iter_mut() {
-            key_rows.push(key.row());
-            ends.push(group.end_ms);
-            accumulators.push(&mut group.accumulators);
-        }
-        let mut columns = self.converter.convert_rows(key_rows)?;
-        let mut fields: Vec<Field> = self
-            .keys
-            .iter()
-            .map(|i| {
-                self.input_schema
-                    .field(*i)
-                    .as_ref()
-                    .clone()
-                    .with_nullable(true)
-            })
-            .collect();
-        let k = columns.len();
-        columns.push(Arc::new(arrow::array::Int64Array::from(ends)));
-        fields.push(Field::new("__window_end_ms", DataType::Int64, false));
-        for (field, column) in state_columns(accumulators.into_iter())? {
-            fields.push(field);
-            columns.push(column);
-        }
-        let all = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        };
+        let all = arrow::compute::concat_batches(&first.schema(), &parts)?;
         let items = keyed_items(&all, &(0..k).collect::<Vec<_>>(), self.max_parallelism)?;
         Ok(OperatorState::new(StateDistribution::KeyGroups, items))
     }

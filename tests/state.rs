@@ -1,0 +1,71 @@
+//! State TTL (`table.exec.state.ttl`): join rows and aggregate groups untouched for the
+//! TTL are dropped. Customers all arrive in the first milliseconds, orders over three
+//! seconds: without a TTL every order finds its customer; with a 500 ms TTL only the
+//! early ones do, and per-customer counts restart after a long enough pause.
+
+use crate::common::*;
+
+const SQL: &str = "
+SET 'table.exec.state.ttl' = '${ttl}';
+CREATE TABLE customers (cid BIGINT, region INT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '100000',
+  'fields.cid.kind' = 'sequence', 'fields.cid.start' = '1', 'fields.cid.end' = '200',
+  'fields.region.min' = '0', 'fields.region.max' = '4'
+);
+CREATE TABLE orders (id BIGINT, customer BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '1000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000',
+  'fields.customer.min' = '1', 'fields.customer.max' = '200'
+);
+CREATE TABLE joined (id BIGINT, region INT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/joined', 'format' = 'json');
+CREATE TABLE counts (customer BIGINT, n BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/counts', 'format' = 'debezium-json');
+INSERT INTO joined SELECT o.id, c.region FROM orders o JOIN customers c ON o.customer = c.cid;
+INSERT INTO counts SELECT customer, COUNT(*) FROM orders GROUP BY customer;
+";
+
+/// (joined rows, rows of the materialized counts, customers among them). An expired
+/// group is forgotten without a retraction, so a customer whose count restarted appears
+/// twice in the changelog's final table.
+fn run_with_ttl(ttl: &str) -> (usize, usize, usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let script = write_script(
+        tmp.path(),
+        "ttl.sql",
+        &render(SQL, &[("ttl", ttl), ("out", out.to_str().unwrap())]),
+    );
+    run_ok(&[script.to_str().unwrap(), "-p", "1"]);
+    let lines = materialize(committed_lines(&out));
+    let joined = lines.iter().filter(|l| l.starts_with("joined/")).count();
+    let customers: Vec<i64> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("counts/ "))
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["customer"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    let mut distinct = customers.clone();
+    distinct.sort();
+    distinct.dedup();
+    (joined, customers.len(), distinct.len())
+}
+
+#[test]
+fn state_ttl_drops_join_rows_and_groups_untouched_for_that_long() {
+    let (joined, rows, customers) = run_with_ttl("0 ms");
+    assert_eq!(joined, 3000, "without a TTL every order finds its customer");
+    assert_eq!(rows, customers, "without a TTL each customer has one count");
+    let (joined, rows, customers) = run_with_ttl("500 ms");
+    assert!(
+        joined > 0 && joined < 1500,
+        "with a 500 ms TTL only orders of the first second find their customer: {joined}"
+    );
+    assert!(
+        rows > customers,
+        "with a 500 ms TTL some customers' counts restart after a pause ({rows} rows, {customers} customers)"
+    );
+}

@@ -201,3 +201,72 @@ fn windows_match_the_events_in_order_and_out_of_order() {
         );
     }
 }
+
+/// A tumbling window over `PROCTIME()` in an unbounded job whose source has no watermark
+/// at all: windows are emitted (and committed) while the job runs, because they fire on
+/// the wall clock.
+#[test]
+fn processing_time_windows_fire_on_the_wall_clock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let chk = tmp.path().join("chk");
+    let script = write_script(
+        tmp.path(),
+        "proctime.sql",
+        &render(
+            "
+CREATE TABLE ev (u BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '300',
+  'fields.u.min' = '1', 'fields.u.max' = '3'
+);
+CREATE TABLE per_second (u BIGINT, n BIGINT, window_start TIMESTAMP_LTZ(3), window_end TIMESTAMP_LTZ(3))
+WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'json');
+INSERT INTO per_second
+SELECT u, COUNT(*), window_start, window_end
+FROM TABLE(TUMBLE(TABLE (SELECT *, PROCTIME() AS pt FROM ev), DESCRIPTOR(pt), INTERVAL '500' MILLISECOND))
+GROUP BY u, window_start, window_end;
+",
+            &[("out", out.to_str().unwrap())],
+        ),
+    );
+    let mut child = spawn(
+        &[
+            script.to_str().unwrap(),
+            "-p",
+            "2",
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+            "--checkpoint-interval",
+            "100 ms",
+        ],
+        &[],
+    );
+    let started = std::time::Instant::now();
+    let mut lines = Vec::new();
+    while started.elapsed() < std::time::Duration::from_secs(60) {
+        lines = committed_lines(&out);
+        if lines.len() >= 9 {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the unbounded job ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        lines.len() >= 9,
+        "windows were not emitted while the job ran: {lines:?}"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for line in &lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v["n"].as_i64().unwrap() > 0, "{line}");
+        assert!(
+            seen.insert((v["u"].as_i64(), v["window_start"].to_string())),
+            "a window was emitted twice: {line}"
+        );
+    }
+}

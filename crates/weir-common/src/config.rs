@@ -127,13 +127,6 @@ pub static KEYS: &[KeyInfo] = &[
         Duration,
         "State of updating aggregates, Top-N and regular joins untouched for this long (processing time) is dropped (0: kept forever)."
     ),
-    key!(
-        "table.exec.source.idle-timeout",
-        [],
-        "0 ms",
-        Duration,
-        "A source split with no data for this long no longer holds back the watermark (0: never idle)."
-    ),
 ];
 
 /// A set of configuration values.
@@ -284,12 +277,6 @@ impl Config {
     /// `table.exec.state.ttl`, when set.
     pub fn state_ttl(&self) -> Option<Duration> {
         parse_duration(self.raw_or_default("table.exec.state.ttl"))
-            .ok()
-            .filter(|d| !d.is_zero())
-    }
-
-    pub fn idle_timeout(&self) -> Option<Duration> {
-        parse_duration(self.raw_or_default("table.exec.source.idle-timeout"))
             .ok()
             .filter(|d| !d.is_zero())
     }

@@ -150,6 +150,7 @@ pub async fn compile_into(
                 input,
                 keys,
                 window_end,
+                processing_time,
                 aggregates,
                 schema,
             } => {
@@ -157,6 +158,7 @@ pub async fn compile_into(
                 let factory = WindowAggregateFactory {
                     keys: keys.clone(),
                     window_end: *window_end,
+                    processing_time: *processing_time,
                     aggregates: aggregates.clone(),
                     input_schema: plan.output_schema(*input),
                     schema: schema.clone(),

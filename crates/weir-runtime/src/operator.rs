@@ -90,6 +90,19 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// The processing time (milliseconds since the epoch) at which the operator wants
+    /// [`Operator::on_timer`] called, if any (processing-time windows). Asked after every
+    /// call into the operator.
+    fn next_timer(&self) -> Option<i64> {
+        None
+    }
+
+    /// Called once processing time has reached [`Operator::next_timer`].
+    async fn on_timer(&mut self, now_ms: i64, out: &mut Output) -> Result<()> {
+        let _ = (now_ms, out);
+        Ok(())
+    }
+
     /// Before the barrier of `checkpoint` is forwarded.
     async fn prepare_snapshot_pre_barrier(
         &mut self,

@@ -124,6 +124,15 @@ enum Next {
     Input(usize, Option<Message>),
     Source(Result<crate::source::SourcePoll>),
     Wake,
+    Timer,
+}
+
+/// Processing time: milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 impl Task {
@@ -160,9 +169,21 @@ impl Task {
             let source_active = self.source.is_some() && st.phase == Phase::Running;
             let has_inputs = self.inputs.iter().any(|c| !c.closed);
             let idle_until = st.idle_until;
+            // The earliest processing-time timer of the chain, as a deadline.
+            let timer = self
+                .operators
+                .iter()
+                .filter_map(|o| o.next_timer())
+                .min()
+                .filter(|_| st.phase == Phase::Running);
+            let timer_at = timer.map(|t| {
+                let wait = (t - now_ms()).max(0) as u64;
+                Instant::now() + std::time::Duration::from_millis(wait)
+            });
             let next = tokio::select! {
                 biased;
                 c = self.control.recv() => Next::Control(c),
+                _ = tokio::time::sleep_until(timer_at.unwrap_or_else(Instant::now)), if timer_at.is_some() => Next::Timer,
                 (i, m) = poll_inputs(&mut self.inputs, &mut st.next_channel), if has_inputs => Next::Input(i, m),
                 _ = tokio::time::sleep_until(idle_until.unwrap_or_else(Instant::now)), if source_active && idle_until.is_some() => Next::Wake,
                 r = poll_source(&mut self.source), if source_active && idle_until.is_none() => Next::Source(r),
@@ -172,6 +193,7 @@ impl Task {
                 Next::Control(Some(c)) => self.on_control(&mut st, c).await?,
                 Next::Input(i, m) => self.on_input(&mut st, i, m).await?,
                 Next::Wake => st.idle_until = None,
+                Next::Timer => self.fire_timers().await?,
                 Next::Source(r) => match r? {
                     SourcePoll::Batch(batch) => {
                         self.info
@@ -339,6 +361,24 @@ impl Task {
         Ok(())
     }
 
+    /// Calls `on_timer` of every chained operator whose timer is due, passing what it
+    /// emits down the chain.
+    async fn fire_timers(&mut self) -> Result<()> {
+        let now = now_ms();
+        for i in 0..self.operators.len() {
+            if self.operators[i].next_timer().is_some_and(|t| t <= now) {
+                let mut out = Output::default();
+                self.operators[i].on_timer(now, &mut out).await?;
+                if i + 1 < self.operators.len() {
+                    self.push(i + 1, 0, out.items).await?;
+                } else {
+                    self.send(out.items).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Runs the chain from operator `start` on `items`, then sends the result downstream.
     async fn push(&mut self, start: usize, input: usize, items: Vec<StreamItem>) -> Result<()> {
         let mut pending = items;
@@ -366,7 +406,12 @@ impl Task {
             }
             pending = out.items;
         }
-        for item in pending {
+        self.send(pending).await
+    }
+
+    /// Sends what the last operator emitted downstream.
+    async fn send(&mut self, items: Vec<StreamItem>) -> Result<()> {
+        for item in items {
             match item {
                 StreamItem::Batch(b) => self.output.data(b).await?,
                 StreamItem::Watermark(w) => self.output.broadcast(Message::Watermark(w)).await?,

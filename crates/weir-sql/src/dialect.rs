@@ -33,11 +33,24 @@ impl Dialect for FlinkDialect {
     }
 
     /// `TABLE t` as an argument of a window TVF (`TUMBLE(TABLE t, …)`): parsed as the
-    /// identifier `__weir_table__.t`, which [`crate::functions::rewrite_window_tvfs`] consumes.
+    /// identifier `__weir_table__.t`, which [`crate::functions::rewrite_window_tvfs`] consumes;
+    /// `TABLE (SELECT …)` as a subquery.
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
         let is_table =
             matches!(&parser.peek_token().token, Token::Word(w) if w.keyword == Keyword::TABLE);
-        if !is_table || !matches!(parser.peek_nth_token(1).token, Token::Word(_)) {
+        if !is_table {
+            return None;
+        }
+        if parser.peek_nth_token(1).token == Token::LParen {
+            // `TABLE (SELECT …)`: a query as the TVF's input.
+            parser.next_token();
+            parser.next_token();
+            return Some(parser.parse_query().and_then(|q| {
+                parser.expect_token(&Token::RParen)?;
+                Ok(Expr::Subquery(q))
+            }));
+        }
+        if !matches!(parser.peek_nth_token(1).token, Token::Word(_)) {
             return None;
         }
         parser.next_token();

@@ -270,6 +270,8 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                         .map(|p| p.to_string())
                         .collect::<Vec<_>>()
                         .join("."),
+                    // `TABLE (SELECT …)`
+                    Some(Expr::Subquery(q)) => format!("({q}) AS __weir_tvf_input"),
                     _ => return Err(format!("{name}: the first argument must be TABLE <name>")),
                 };
                 let time = match args.get(1) {

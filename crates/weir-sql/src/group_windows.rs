@@ -162,3 +162,50 @@ impl ScalarUDFImpl for WindowKey {
         Ok(ColumnarValue::Array(key))
     }
 }
+
+/// Name of the processing-time function.
+pub const PROCTIME: &str = "proctime";
+
+/// `PROCTIME()`: the wall-clock time a row is processed, as `TIMESTAMP_LTZ(3)` (one value
+/// per batch). A window TVF over it is a processing-time window: the streaming planner
+/// follows the time column back to this function.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ProcTime {
+    signature: Signature,
+}
+
+impl ProcTime {
+    /// The function.
+    pub fn udf() -> ScalarUDF {
+        ScalarUDF::new_from_impl(ProcTime {
+            signature: Signature::nullary(Volatility::Volatile),
+        })
+    }
+}
+
+impl ScalarUDFImpl for ProcTime {
+    fn name(&self) -> &str {
+        PROCTIME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Timestamp(
+            TimeUnit::Millisecond,
+            Some("UTC".into()),
+        ))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let values = arrow::array::TimestampMillisecondArray::from(vec![now; args.number_rows])
+            .with_timezone("UTC");
+        Ok(ColumnarValue::Array(Arc::new(values)))
+    }
+}

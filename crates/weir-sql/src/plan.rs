@@ -69,6 +69,8 @@ pub enum PlanNode {
         input: usize,
         keys: Vec<usize>,
         window_end: usize,
+        /// The window is over `PROCTIME()`: it fires on the wall clock, not on watermarks.
+        processing_time: bool,
         aggregates: Vec<AggregateSpec>,
         schema: SchemaRef,
     },
@@ -259,6 +261,58 @@ pub fn is_window_end(nodes: &[PlanNode], n: usize, col: usize) -> bool {
                 _ => false,
             }
         }
+        _ => false,
+    }
+}
+
+/// Whether column `col` of node `n` derives from `PROCTIME()`: the window bounds of a
+/// processing-time window do (through the window TVF's rewrite).
+pub fn is_processing_time(nodes: &[PlanNode], n: usize, col: usize) -> bool {
+    proctime_before(nodes, n, None, col)
+}
+
+/// [`is_processing_time`] for the value of `col` after the first `steps` steps of a Calc
+/// (all of them when `None`).
+fn proctime_before(nodes: &[PlanNode], n: usize, steps: Option<usize>, col: usize) -> bool {
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    use datafusion::physical_expr::expressions::Column;
+    fn mentions(e: &PhysicalExprRef, found: &mut Vec<usize>) -> bool {
+        if e.downcast_ref::<ScalarFunctionExpr>()
+            .is_some_and(|f| f.name() == crate::group_windows::PROCTIME)
+        {
+            return true;
+        }
+        if let Some(c) = e.downcast_ref::<Column>() {
+            found.push(c.index());
+        }
+        e.children().into_iter().any(|c| mentions(c, found))
+    }
+    match &nodes[n] {
+        PlanNode::Calc {
+            input, steps: all, ..
+        } => {
+            let upto = steps.unwrap_or(all.len());
+            for (i, step) in all[..upto].iter().enumerate().rev() {
+                if let CalcStep::Project { exprs, .. } = step {
+                    let mut columns = Vec::new();
+                    if mentions(&exprs[col], &mut columns) {
+                        return true;
+                    }
+                    return columns
+                        .into_iter()
+                        .any(|c| proctime_before(nodes, n, Some(i), c));
+                }
+            }
+            proctime_before(nodes, *input, None, col)
+        }
+        PlanNode::Union { inputs, .. } => {
+            inputs.iter().all(|i| proctime_before(nodes, *i, None, col))
+        }
+        // A computed column `p AS PROCTIME()`.
+        PlanNode::Scan {
+            computed: Some(exprs),
+            ..
+        } => mentions(&exprs[col], &mut Vec::new()),
         _ => false,
     }
 }

@@ -122,6 +122,7 @@ impl Planner {
         for name in [crate::group_windows::TUMBLE, crate::group_windows::SESSION] {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
+        ctx.register_udf(crate::group_windows::ProcTime::udf());
         Self {
             ctx,
             catalog: Catalog::default(),
@@ -887,10 +888,13 @@ impl Planner {
                     });
                     return Ok((nodes.len() - 1, Vec::new()));
                 };
+                let processing_time =
+                    crate::plan::is_processing_time(nodes, input, keys[window_end]);
                 nodes.push(PlanNode::WindowAggregate {
                     input,
                     keys,
                     window_end,
+                    processing_time,
                     aggregates,
                     schema: Arc::new(agg.schema.as_arrow().clone()),
                 });

@@ -8,6 +8,8 @@
 //! updates a window's groups in one call per aggregate. When the watermark reaches a
 //! window's last millisecond (`window_end - 1`), the window emits all its groups at once
 //! and is dropped; rows for windows already fired are late and dropped, as in Flink.
+//! Windows over `PROCTIME()` fire instead when the wall clock reaches their end (a
+//! processing-time timer) and at the end of input.
 //!
 //! State is keyed: a snapshot emits every window's keys and accumulator states (then loads
 //! them back, as DataFusion's emit is destructive) and stores them per key group as Arrow
@@ -33,6 +35,8 @@ pub struct WindowAggregateFactory {
     pub keys: Vec<usize>,
     /// Position of `window_end` among `keys`.
     pub window_end: usize,
+    /// Windows over `PROCTIME()` fire on the wall clock instead of on watermarks.
+    pub processing_time: bool,
     /// The aggregate functions.
     pub aggregates: Vec<AggregateSpec>,
     /// Schema of the input.
@@ -82,6 +86,7 @@ impl OperatorFactory for WindowAggregateFactory {
         Ok(Box::new(WindowAggregate {
             keys: self.keys.clone(),
             window_end: self.window_end,
+            processing_time: self.processing_time,
             aggregates: self.aggregates.clone(),
             key_schema,
             schema: self.schema.clone(),
@@ -102,6 +107,7 @@ struct Window {
 struct WindowAggregate {
     keys: Vec<usize>,
     window_end: usize,
+    processing_time: bool,
     aggregates: Vec<AggregateSpec>,
     /// The group columns, all nullable.
     key_schema: SchemaRef,
@@ -144,6 +150,38 @@ impl WindowAggregate {
                 .map(groups_accumulator)
                 .collect::<Result<_>>()?,
         })
+    }
+
+    /// Processing time: rows stamped before their window fired (they were in flight)
+    /// move to the first window still open, as if stamped on arrival, instead of emitting
+    /// a window twice. Needs `window_start` among the keys to know the window size.
+    fn move_to_open_window(&self, keys: &mut [ArrayRef], ends: &mut [i64]) -> Result<()> {
+        let start = self
+            .key_schema
+            .fields()
+            .iter()
+            .position(|f| f.name() == "window_start")
+            .filter(|s| keys[*s].data_type() == keys[self.window_end].data_type());
+        let Some(start) = start else {
+            return Ok(()); // without the size the rows stay (a window may fire twice)
+        };
+        let starts = millis(&keys[start])?;
+        let mut new_starts = starts.clone();
+        for (i, end) in ends.iter_mut().enumerate() {
+            let size = (*end - starts[i]).max(1);
+            while *end - 1 <= self.watermark {
+                *end += size;
+                new_starts[i] += size;
+            }
+        }
+        let as_type = |values: &[i64], like: &ArrayRef| -> Result<ArrayRef> {
+            let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(values.to_vec()));
+            let a = arrow::compute::cast(&a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+            Ok(arrow::compute::cast(&a, like.data_type())?)
+        };
+        keys[start] = as_type(&new_starts, &keys[start])?;
+        keys[self.window_end] = as_type(ends, &keys[self.window_end])?;
+        Ok(())
     }
 
     /// Emits every window that ended at or before `watermark`, oldest first.
@@ -212,14 +250,17 @@ impl Operator for WindowAggregate {
     }
 
     async fn process_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Output) -> Result<()> {
-        let key_columns: Vec<ArrayRef> =
+        let mut key_columns: Vec<ArrayRef> =
             self.keys.iter().map(|k| batch.column(*k).clone()).collect();
-        let ends = millis(&key_columns[self.window_end])?;
+        let mut ends = millis(&key_columns[self.window_end])?;
+        if self.processing_time && ends.iter().any(|e| e - 1 <= self.watermark) {
+            self.move_to_open_window(&mut key_columns, &mut ends)?;
+        }
         let inputs = AggregateInputs::evaluate(&self.aggregates, &batch)?;
         // Rows per window (usually one window per batch); late rows are dropped.
         let mut rows_of: HashMap<i64, Vec<u32>> = HashMap::new();
         for (i, end) in ends.iter().enumerate() {
-            if end - 1 > self.watermark {
+            if self.processing_time || end - 1 > self.watermark {
                 rows_of.entry(*end).or_default().push(i as u32);
             }
         }
@@ -251,12 +292,30 @@ impl Operator for WindowAggregate {
     }
 
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
+        // Processing-time windows ignore event time, but the end of input fires them all.
+        if self.processing_time && watermark < weir_common::MAX_WATERMARK {
+            out.emit_watermark(watermark);
+            return Ok(());
+        }
         if watermark > self.watermark {
             self.watermark = watermark;
             self.fire(watermark, out)?;
         }
         out.emit_watermark(watermark);
         Ok(())
+    }
+
+    fn next_timer(&self) -> Option<i64> {
+        if !self.processing_time {
+            return None;
+        }
+        self.windows.keys().next().map(|end| end - 1)
+    }
+
+    async fn on_timer(&mut self, now_ms: i64, out: &mut Output) -> Result<()> {
+        // For processing-time windows, `watermark` records how far the clock has fired.
+        self.watermark = self.watermark.max(now_ms);
+        self.fire(now_ms, out)
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {

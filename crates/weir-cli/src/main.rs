@@ -1,5 +1,8 @@
 //! The `weir` command: `weir run FILE.sql` runs a SQL script as one job.
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;

@@ -11,9 +11,10 @@
 
 use crate::split::{Split, mix};
 use arrow::array::{
-    Array, ArrayRef, Int32Array, Int64Builder, NullBufferBuilder, RecordBatch, StringBuilder,
-    StructArray, TimestampMillisecondBuilder,
+    Array, ArrayRef, Int32Array, Int64Array, NullBufferBuilder, RecordBatch, StringArray,
+    StructArray, TimestampMillisecondArray,
 };
+use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Fields, SchemaRef};
 use async_trait::async_trait;
@@ -164,17 +165,14 @@ struct Columns {
     person: HashMap<&'static str, ArrayRef>,
     auction: HashMap<&'static str, ArrayRef>,
     bid: HashMap<&'static str, ArrayRef>,
-    valid: [NullBufferBuilder; 3],
+    valid: [Option<NullBuffer>; 3],
 }
 
 fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
     let len = events.len();
     let kinds: Vec<Kind> = events.iter().map(|n| m.kind(*n)).collect();
-    let strings = |cap: usize| StringBuilder::with_capacity(len, len * cap);
-    let (mut p_id, mut p_time) = (
-        Int64Builder::with_capacity(len),
-        TimestampMillisecondBuilder::with_capacity(len),
-    );
+    let strings = |cap: usize| TextColumn::with_capacity(len, len * cap);
+    let (mut p_id, mut p_time) = (IntColumn::with_capacity(len), IntColumn::with_capacity(len));
     let (mut p_name, mut p_email, mut p_card, mut p_city, mut p_state, mut p_extra) = (
         strings(12),
         strings(20),
@@ -184,23 +182,21 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
         strings(140),
     );
     let (mut a_id, mut a_initial, mut a_reserve, mut a_seller, mut a_category) = (
-        Int64Builder::with_capacity(len),
-        Int64Builder::with_capacity(len),
-        Int64Builder::with_capacity(len),
-        Int64Builder::with_capacity(len),
-        Int64Builder::with_capacity(len),
+        IntColumn::with_capacity(len),
+        IntColumn::with_capacity(len),
+        IntColumn::with_capacity(len),
+        IntColumn::with_capacity(len),
+        IntColumn::with_capacity(len),
     );
-    let (mut a_time, mut a_expires) = (
-        TimestampMillisecondBuilder::with_capacity(len),
-        TimestampMillisecondBuilder::with_capacity(len),
-    );
+    let (mut a_time, mut a_expires) =
+        (IntColumn::with_capacity(len), IntColumn::with_capacity(len));
     let (mut a_item, mut a_desc, mut a_extra) = (strings(20), strings(100), strings(330));
     let (mut b_auction, mut b_bidder, mut b_price) = (
-        Int64Builder::with_capacity(len),
-        Int64Builder::with_capacity(len),
-        Int64Builder::with_capacity(len),
+        IntColumn::with_capacity(len),
+        IntColumn::with_capacity(len),
+        IntColumn::with_capacity(len),
     );
-    let mut b_time = TimestampMillisecondBuilder::with_capacity(len);
+    let mut b_time = IntColumn::with_capacity(len);
     let (mut b_channel, mut b_url, mut b_extra) = (strings(10), strings(60), strings(40));
     let mut valid = [
         NullBufferBuilder::new(len),
@@ -208,7 +204,7 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
         NullBufferBuilder::new(len),
     ];
     let mut event_type = Vec::with_capacity(len);
-    let mut scratch = String::new();
+    let (mut scratch, mut path, mut channel) = (String::new(), String::new(), String::new());
     for (&n, &kind) in events.iter().zip(&kinds) {
         let time = m.time(n);
         event_type.push(match kind {
@@ -223,65 +219,65 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
             let h = m.h(n, 1);
             let first = FIRST_NAMES[(h % FIRST_NAMES.len() as u64) as usize];
             let last = LAST_NAMES[((h >> 8) % LAST_NAMES.len() as u64) as usize];
-            p_id.append_value(m.person_id(n));
+            p_id.push(m.person_id(n));
             scratch.clear();
             scratch.push_str(first);
             scratch.push(' ');
             scratch.push_str(last);
-            p_name.append_value(&scratch);
+            p_name.push(&scratch);
             scratch.clear();
             scratch.push_str(text(h >> 3, 7));
             scratch.push('@');
             scratch.push_str(text(h >> 5, 5));
             scratch.push_str(".com");
-            p_email.append_value(&scratch);
+            p_email.push(&scratch);
             scratch.clear();
             let digits = m.h(n, 2);
             for g in 0..4 {
                 if g > 0 {
                     scratch.push(' ');
                 }
-                scratch.push_str(&format!("{:04}", (digits >> (g * 14)) % 10_000));
+                push_padded(&mut scratch, (digits >> (g * 14)) % 10_000, 4);
             }
-            p_card.append_value(&scratch);
-            p_city.append_value(CITIES[((h >> 16) % CITIES.len() as u64) as usize]);
-            p_state.append_value(STATES[((h >> 24) % STATES.len() as u64) as usize]);
-            p_time.append_value(time);
-            p_extra.append_value(text(m.h(n, 3), 140));
+            p_card.push(&scratch);
+            p_city.push(CITIES[((h >> 16) % CITIES.len() as u64) as usize]);
+            p_state.push(STATES[((h >> 24) % STATES.len() as u64) as usize]);
+            p_time.push(time);
+            p_extra.push(text(m.h(n, 3), 140));
         } else {
-            p_id.append_null();
-            p_name.append_null();
-            p_email.append_null();
-            p_card.append_null();
-            p_city.append_null();
-            p_state.append_null();
-            p_time.append_null();
-            p_extra.append_null();
+            p_id.pad();
+            p_name.pad();
+            p_email.pad();
+            p_card.pad();
+            p_city.pad();
+            p_state.pad();
+            p_time.pad();
+            p_extra.pad();
         }
         if kind == Kind::Auction && want[1] {
             let h = m.h(n, 4);
             let initial = m.price(n, 5);
-            a_id.append_value(m.auction_id(n));
-            a_item.append_value(text(h, 20));
-            a_desc.append_value(text(h >> 7, 100));
-            a_initial.append_value(initial);
-            a_reserve.append_value(initial + m.price(n, 6));
-            a_time.append_value(time);
-            a_expires.append_value(time + 1 + (h >> 20) as i64 % (2 * AUCTION_HORIZON_MS));
-            a_seller.append_value(m.someone(n, 7));
-            a_category.append_value(10 + (h >> 40) as i64 % 5);
-            a_extra.append_value(text(m.h(n, 8), 330));
+            a_id.push(m.auction_id(n));
+            a_item.push(text(h, 20));
+            a_desc.push(text(h >> 7, 100));
+            a_initial.push(initial);
+            a_reserve.push(initial + m.price(n, 6));
+            a_time.push(time);
+            a_expires.push(time + 1 + (h >> 20) as i64 % (2 * AUCTION_HORIZON_MS));
+            a_seller.push(m.someone(n, 7));
+            a_category.push(10 + (h >> 40) as i64 % 5);
+            a_extra.push(text(m.h(n, 8), 330));
         } else {
-            a_id.append_null();
-            a_item.append_null();
-            a_desc.append_null();
-            a_initial.append_null();
-            a_reserve.append_null();
-            a_time.append_null();
-            a_expires.append_null();
-            a_seller.append_null();
-            a_category.append_null();
-            a_extra.append_null();
+            a_id.pad();
+            a_item.pad();
+            a_desc.pad();
+            a_initial.pad();
+            a_reserve.pad();
+            a_time.pad();
+            a_expires.pad();
+            a_seller.pad();
+            a_category.pad();
+            a_extra.pad();
         }
         if kind == Kind::Bid && want[2] {
             let h = m.h(n, 9);
@@ -291,72 +287,83 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
             } else {
                 (last - (h >> 8) as i64 % 100).max(FIRST_ID)
             };
-            b_auction.append_value(auction);
-            b_bidder.append_value(m.someone(n, 10));
-            b_price.append_value(m.price(n, 11));
-            let path = format!(
-                "{}/{}/{}",
-                text(h >> 12, 5),
-                text(h >> 17, 5),
-                text(h >> 22, 5)
-            );
+            b_auction.push(auction);
+            b_bidder.push(m.someone(n, 10));
+            b_price.push(m.price(n, 11));
+            // The URL path, then the channel and URL, without allocating.
+            path.clear();
+            for (i, shift) in [12, 17, 22].into_iter().enumerate() {
+                if i > 0 {
+                    path.push('/');
+                }
+                path.push_str(text(h >> shift, 5));
+            }
+            scratch.clear();
+            scratch.push_str("https://www.nexmark.com/");
+            scratch.push_str(&path);
+            scratch.push_str("/item.htm?query=1");
             if (h >> 30) % 2 == 0 {
-                let channel = CHANNELS[((h >> 31) % 4) as usize];
-                b_channel.append_value(channel);
-                b_url.append_value(format!("https://www.nexmark.com/{path}/item.htm?query=1"));
+                b_channel.push(CHANNELS[((h >> 31) % 4) as usize]);
             } else {
                 let id = (h >> 33) % 10_000;
-                b_channel.append_value(format!("channel-{id}"));
-                if (h >> 50) % 10 == 0 {
-                    b_url.append_value(format!("https://www.nexmark.com/{path}/item.htm?query=1"));
-                } else {
-                    let reversed: String = id.to_string().chars().rev().collect();
-                    b_url.append_value(format!(
-                        "https://www.nexmark.com/{path}/item.htm?query=1&channel_id={reversed}"
-                    ));
+                channel.clear();
+                channel.push_str("channel-");
+                push_padded(&mut channel, id, 1);
+                b_channel.push(&channel);
+                if (h >> 50) % 10 != 0 {
+                    scratch.push_str("&channel_id=");
+                    let digits = channel.len() - "channel-".len();
+                    for i in 0..digits {
+                        let c = channel.as_bytes()[channel.len() - 1 - i] as char;
+                        scratch.push(c);
+                    }
                 }
             }
-            b_time.append_value(time);
-            b_extra.append_value(text(m.h(n, 12), 40));
+            b_url.push(&scratch);
+            b_time.push(time);
+            b_extra.push(text(m.h(n, 12), 40));
         } else {
-            b_auction.append_null();
-            b_bidder.append_null();
-            b_price.append_null();
-            b_channel.append_null();
-            b_url.append_null();
-            b_time.append_null();
-            b_extra.append_null();
+            b_auction.pad();
+            b_bidder.pad();
+            b_price.pad();
+            b_channel.pad();
+            b_url.pad();
+            b_time.pad();
+            b_extra.pad();
         }
     }
-    let arc = |a: ArrayRef| a;
+    let nulls = valid.each_mut().map(|v| v.finish());
     let mut person: HashMap<&'static str, ArrayRef> = HashMap::new();
-    person.insert("id", arc(Arc::new(p_id.finish())));
-    person.insert("name", Arc::new(p_name.finish()));
-    person.insert("emailAddress", Arc::new(p_email.finish()));
-    person.insert("creditCard", Arc::new(p_card.finish()));
-    person.insert("city", Arc::new(p_city.finish()));
-    person.insert("state", Arc::new(p_state.finish()));
-    person.insert("dateTime", Arc::new(p_time.finish()));
-    person.insert("extra", Arc::new(p_extra.finish()));
+    let n = &nulls[0];
+    person.insert("id", p_id.ints(n));
+    person.insert("name", p_name.finish(n));
+    person.insert("emailAddress", p_email.finish(n));
+    person.insert("creditCard", p_card.finish(n));
+    person.insert("city", p_city.finish(n));
+    person.insert("state", p_state.finish(n));
+    person.insert("dateTime", p_time.times(n));
+    person.insert("extra", p_extra.finish(n));
     let mut auction: HashMap<&'static str, ArrayRef> = HashMap::new();
-    auction.insert("id", Arc::new(a_id.finish()));
-    auction.insert("itemName", Arc::new(a_item.finish()));
-    auction.insert("description", Arc::new(a_desc.finish()));
-    auction.insert("initialBid", Arc::new(a_initial.finish()));
-    auction.insert("reserve", Arc::new(a_reserve.finish()));
-    auction.insert("dateTime", Arc::new(a_time.finish()));
-    auction.insert("expires", Arc::new(a_expires.finish()));
-    auction.insert("seller", Arc::new(a_seller.finish()));
-    auction.insert("category", Arc::new(a_category.finish()));
-    auction.insert("extra", Arc::new(a_extra.finish()));
+    let n = &nulls[1];
+    auction.insert("id", a_id.ints(n));
+    auction.insert("itemName", a_item.finish(n));
+    auction.insert("description", a_desc.finish(n));
+    auction.insert("initialBid", a_initial.ints(n));
+    auction.insert("reserve", a_reserve.ints(n));
+    auction.insert("dateTime", a_time.times(n));
+    auction.insert("expires", a_expires.times(n));
+    auction.insert("seller", a_seller.ints(n));
+    auction.insert("category", a_category.ints(n));
+    auction.insert("extra", a_extra.finish(n));
     let mut bid: HashMap<&'static str, ArrayRef> = HashMap::new();
-    bid.insert("auction", Arc::new(b_auction.finish()));
-    bid.insert("bidder", Arc::new(b_bidder.finish()));
-    bid.insert("price", Arc::new(b_price.finish()));
-    bid.insert("channel", Arc::new(b_channel.finish()));
-    bid.insert("url", Arc::new(b_url.finish()));
-    bid.insert("dateTime", Arc::new(b_time.finish()));
-    bid.insert("extra", Arc::new(b_extra.finish()));
+    let n = &nulls[2];
+    bid.insert("auction", b_auction.ints(n));
+    bid.insert("bidder", b_bidder.ints(n));
+    bid.insert("price", b_price.ints(n));
+    bid.insert("channel", b_channel.finish(n));
+    bid.insert("url", b_url.finish(n));
+    bid.insert("dateTime", b_time.times(n));
+    bid.insert("extra", b_extra.finish(n));
     let mut top: HashMap<&'static str, ArrayRef> = HashMap::new();
     top.insert("event_type", Arc::new(Int32Array::from(event_type)));
     Columns {
@@ -364,7 +371,82 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
         person,
         auction,
         bid,
-        valid,
+        valid: nulls,
+    }
+}
+
+/// Appends `v` in decimal, zero-padded to `width` digits.
+fn push_padded(out: &mut String, v: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let (mut v, mut n) = (v, 0);
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        v /= 10;
+        n += 1;
+        if v == 0 {
+            break;
+        }
+    }
+    for _ in n..width {
+        out.push('0');
+    }
+    for d in digits[..n].iter().rev() {
+        out.push(*d as char);
+    }
+}
+
+/// A generated integer column of one event kind: values for that kind's rows and
+/// placeholders elsewhere; the kind's validity is attached when it is finished (cheaper
+/// than tracking nulls row by row).
+struct IntColumn(Vec<i64>);
+
+impl IntColumn {
+    fn with_capacity(len: usize) -> Self {
+        IntColumn(Vec::with_capacity(len))
+    }
+    fn push(&mut self, v: i64) {
+        self.0.push(v);
+    }
+    fn pad(&mut self) {
+        self.0.push(0);
+    }
+    fn ints(self, nulls: &Option<NullBuffer>) -> ArrayRef {
+        Arc::new(Int64Array::new(self.0.into(), nulls.clone()))
+    }
+    fn times(self, nulls: &Option<NullBuffer>) -> ArrayRef {
+        Arc::new(TimestampMillisecondArray::new(self.0.into(), nulls.clone()))
+    }
+}
+
+/// A generated string column of one event kind (see [`IntColumn`]).
+struct TextColumn {
+    offsets: Vec<i32>,
+    data: Vec<u8>,
+}
+
+impl TextColumn {
+    fn with_capacity(len: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(len + 1);
+        offsets.push(0);
+        TextColumn {
+            offsets,
+            data: Vec::with_capacity(bytes),
+        }
+    }
+    fn push(&mut self, v: &str) {
+        self.data.extend_from_slice(v.as_bytes());
+        self.offsets.push(self.data.len() as i32);
+    }
+    fn pad(&mut self) {
+        self.offsets.push(self.data.len() as i32);
+    }
+    fn finish(self, nulls: &Option<NullBuffer>) -> ArrayRef {
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        Arc::new(StringArray::new(
+            offsets,
+            Buffer::from_vec(self.data),
+            nulls.clone(),
+        ))
     }
 }
 
@@ -372,7 +454,7 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
 fn build_struct(
     fields: &Fields,
     children: &HashMap<&'static str, ArrayRef>,
-    valid: &mut NullBufferBuilder,
+    valid: Option<NullBuffer>,
 ) -> Result<ArrayRef> {
     let arrays = fields
         .iter()
@@ -391,11 +473,7 @@ fn build_struct(
         .iter()
         .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
         .collect();
-    Ok(Arc::new(StructArray::try_new(
-        nullable,
-        arrays,
-        valid.finish(),
-    )?))
+    Ok(Arc::new(StructArray::try_new(nullable, arrays, valid)?))
 }
 
 fn known_fields(kind: &str) -> &'static [&'static str] {
@@ -545,14 +623,7 @@ impl NexmarkSource {
         let events: Vec<u64> = (0..rows).map(|i| s.global(i)).collect();
         let want = ["person", "auction", "bid"].map(|k| self.schema.field_with_name(k).is_ok());
         let mut c = generate(&self.model, &events, want);
-        let mut valid = std::mem::replace(
-            &mut c.valid,
-            [
-                NullBufferBuilder::new(0),
-                NullBufferBuilder::new(0),
-                NullBufferBuilder::new(0),
-            ],
-        );
+        let valid = std::mem::take(&mut c.valid);
         let columns = self
             .schema
             .fields()
@@ -560,13 +631,13 @@ impl NexmarkSource {
             .map(|f: &Arc<Field>| -> Result<ArrayRef> {
                 match (f.name().as_str(), f.data_type()) {
                     ("person", DataType::Struct(fields)) => {
-                        build_struct(fields, &c.person, &mut valid[0])
+                        build_struct(fields, &c.person, valid[0].clone())
                     }
                     ("auction", DataType::Struct(fields)) => {
-                        build_struct(fields, &c.auction, &mut valid[1])
+                        build_struct(fields, &c.auction, valid[1].clone())
                     }
                     ("bid", DataType::Struct(fields)) => {
-                        build_struct(fields, &c.bid, &mut valid[2])
+                        build_struct(fields, &c.bid, valid[2].clone())
                     }
                     _ => Ok(cast(
                         c.top.remove("event_type").expect("event_type").as_ref(),

@@ -76,8 +76,11 @@ pub async fn compile_into(
                         steps,
                     }));
                 }
-                if let Some(expr) = watermark {
-                    operators.push(Arc::new(WatermarkAssignerFactory { expr: expr.clone() }));
+                if let (Some(expr), Some((column, _))) = (watermark, &table.watermark) {
+                    operators.push(Arc::new(WatermarkAssignerFactory {
+                        expr: expr.clone(),
+                        rowtime: table.schema.index_of(column)?,
+                    }));
                 }
                 let mut name = format!("{} [{}]", source.name(), table.name);
                 for o in &operators {

@@ -10,7 +10,16 @@ use weir_sql::plan::PhysicalExprRef;
 
 struct WatermarkAssigner {
     expr: PhysicalExprRef,
+    /// The rowtime column, when the expression reads nothing else: then the watermark
+    /// of a batch is the expression on its latest row alone.
+    rowtime: Option<usize>,
     current: i64,
+}
+
+/// Milliseconds of a timestamp array.
+fn millis(values: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef> {
+    let ms = arrow::compute::cast(values, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+    Ok(arrow::compute::cast(&ms, &DataType::Int64)?)
 }
 
 #[async_trait]
@@ -21,9 +30,25 @@ impl Operator for WatermarkAssigner {
         batch: RecordBatch,
         out: &mut Output,
     ) -> Result<()> {
-        let values = self.expr.evaluate(&batch)?.into_array(batch.num_rows())?;
-        let ms = arrow::compute::cast(&values, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-        let ms = arrow::compute::cast(&ms, &DataType::Int64)?;
+        let input = match self.rowtime {
+            // `ts - INTERVAL …` grows with `ts`: evaluate it on the latest row only.
+            Some(c) => {
+                let ms = millis(batch.column(c))?;
+                let latest = ms
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.map(|v| (v, i)))
+                    .max();
+                match latest {
+                    Some((_, i)) => batch.slice(i, 1),
+                    None => batch.slice(0, 0),
+                }
+            }
+            None => batch.clone(),
+        };
+        let values = self.expr.evaluate(&input)?.into_array(input.num_rows())?;
+        let ms = millis(&values)?;
         let max = arrow::compute::max(ms.as_primitive::<Int64Type>());
         out.emit(batch);
         if let Some(m) = max {
@@ -49,6 +74,8 @@ impl Operator for WatermarkAssigner {
 pub struct WatermarkAssignerFactory {
     /// The `WATERMARK FOR … AS expr` expression over the table's columns.
     pub expr: PhysicalExprRef,
+    /// Position of the rowtime column (`WATERMARK FOR c`) in the table's columns.
+    pub rowtime: usize,
 }
 
 impl OperatorFactory for WatermarkAssignerFactory {
@@ -56,8 +83,18 @@ impl OperatorFactory for WatermarkAssignerFactory {
         format!("WatermarkAssigner({})", self.expr)
     }
     fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
+        // Only an expression of the rowtime column alone may be evaluated on one row.
+        let mut columns = Vec::new();
+        let _ = datafusion::common::tree_node::TreeNode::apply(&self.expr, |e| {
+            if let Some(c) = e.downcast_ref::<datafusion::physical_expr::expressions::Column>() {
+                columns.push(c.index());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        });
+        let only_rowtime = !columns.is_empty() && columns.iter().all(|c| *c == self.rowtime);
         Ok(Box::new(WatermarkAssigner {
             expr: self.expr.clone(),
+            rowtime: only_rowtime.then_some(self.rowtime),
             current: i64::MIN,
         }))
     }

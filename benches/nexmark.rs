@@ -3,8 +3,8 @@
 //! process's CPU time), peak RSS, checkpoints. For comparison it writes the same generated
 //! events once to Parquet and runs each query through DataFusion in batch mode on them.
 //!
-//! `cargo bench --bench nexmark`; environment: `WEIR_NEXMARK_QUERIES` (default
-//! `q0,q1,q2,q7,q8,q14,q21,q22`; q3 and q20 also stream but their unbounded join state is slow at 10M events), `WEIR_NEXMARK_EVENTS`
+//! `cargo bench --bench nexmark`; environment: `WEIR_NEXMARK_QUERIES` (default: every
+//! query of the suite, q0–q22 but q6, q10, q13), `WEIR_NEXMARK_EVENTS`
 //! (default 10 000 000), `WEIR_NEXMARK_PARALLELISM` (default 2), `WEIR_NEXMARK_BATCH`
 //! (`0` skips the DataFusion comparison).
 
@@ -74,8 +74,9 @@ fn print(query: &str, mode: &str, events: u64, r: &Run) {
 }
 
 fn main() {
-    let queries = std::env::var("WEIR_NEXMARK_QUERIES")
-        .unwrap_or_else(|_| "q0,q1,q2,q7,q8,q14,q21,q22".into());
+    let queries = std::env::var("WEIR_NEXMARK_QUERIES").unwrap_or_else(|_| {
+        "q0,q1,q2,q3,q4,q5,q7,q8,q9,q11,q12,q14,q15,q16,q17,q18,q19,q20,q21,q22".into()
+    });
     let events: u64 = std::env::var("WEIR_NEXMARK_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -60,6 +60,9 @@ impl TableProvider for StreamTableProvider {
                 "streaming tables are read by Weir's runtime, not by DataFusion".into(),
             ));
         };
+        if let Some(plan) = native_parquet_scan(state, table, projection).await? {
+            return Ok(plan);
+        }
         let batches = scanner
             .scan_all(table)
             .await
@@ -67,6 +70,75 @@ impl TableProvider for StreamTableProvider {
         let memory = datafusion::datasource::MemTable::try_new(self.schema.clone(), vec![batches])?;
         memory.scan(state, projection, filters, limit).await
     }
+}
+
+/// Local Parquet folders are read by DataFusion's own Parquet scan (streaming, with
+/// projection), the table's computed columns computed on top; anything else is read whole
+/// through the connectors (`None`).
+async fn native_parquet_scan(
+    state: &dyn Session,
+    table: &TableDef,
+    projection: Option<&Vec<usize>>,
+) -> datafusion::error::Result<Option<Arc<dyn ExecutionPlan>>> {
+    use datafusion::datasource::file_format::parquet::ParquetFormat;
+    use datafusion::datasource::listing::{
+        ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+    };
+    use datafusion::physical_plan::projection::ProjectionExec;
+    let options = &table.options;
+    let path = match (
+        options.get("connector"),
+        options.get("format"),
+        options.get("path"),
+    ) {
+        (Some("filesystem"), Some(f), Some(p)) if f.eq_ignore_ascii_case("parquet") => p,
+        _ => return Ok(None),
+    };
+    if path.contains("://") || !table.partitioned_by.is_empty() {
+        return Ok(None);
+    }
+    let dir = std::path::Path::new(path);
+    if !dir.is_dir() {
+        return Ok(None); // the connector reports a missing folder with its own words
+    }
+    let url = ListingTableUrl::parse(format!("{}/", dir.display()))?;
+    let listing =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new(url)
+        .with_listing_options(listing)
+        .with_schema(table.physical_schema.clone());
+    let scan = ListingTable::try_new(config)?
+        .scan(state, None, &[], None)
+        .await?;
+    // Computed columns, then the requested projection.
+    let full: Vec<(Arc<dyn datafusion::physical_plan::PhysicalExpr>, String)> =
+        match computed_physical(table)
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
+        {
+            Some(exprs) => exprs
+                .into_iter()
+                .zip(table.schema.fields())
+                .map(|(e, f)| (e, f.name().clone()))
+                .collect(),
+            None => table
+                .physical_schema
+                .fields()
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    (
+                        Arc::new(Column::new(f.name(), i))
+                            as Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+                        f.name().clone(),
+                    )
+                })
+                .collect(),
+        };
+    let picked: Vec<_> = match projection {
+        Some(p) => p.iter().map(|i| full[*i].clone()).collect(),
+        None => full,
+    };
+    Ok(Some(Arc::new(ProjectionExec::try_new(picked, scan)?)))
 }
 
 /// Holds the catalog and a DataFusion session configured for Flink SQL.

@@ -80,6 +80,7 @@ pub fn serve(
                         "rows_in": metrics.rows_in(),
                         "rows_out": metrics.rows_out(),
                         "last_checkpoint": metrics.last_checkpoint(),
+                        "state_bytes": metrics.state_bytes(),
                     }),
                     Some("stop") => {
                         let drain = request["drain"].as_bool().unwrap_or(false);
@@ -175,11 +176,12 @@ pub async fn list() -> anyhow::Result<i32> {
     for path in sockets() {
         match request(&path, json!({"command": "status"})).await {
             Ok(s) => out!(
-                "{}  rows in {}  rows out {}  last checkpoint {}",
+                "{}  rows in {}  rows out {}  last checkpoint {}  state {:.1} MB",
                 s["job"].as_str().unwrap_or_default(),
                 s["rows_in"],
                 s["rows_out"],
-                s["last_checkpoint"]
+                s["last_checkpoint"],
+                s["state_bytes"].as_f64().unwrap_or(0.0) / 1e6
             ),
             // A socket nobody answers belongs to a job that was killed.
             Err(_) => {

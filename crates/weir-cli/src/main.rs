@@ -360,11 +360,12 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
                 let secs = started.elapsed().as_secs_f64();
                 let rows_in = metrics.rows_in();
                 let line = format!(
-                    "weir: {:.0}s  rows in {rows_in} ({:.0}/s)  rows out {}  last checkpoint {}",
+                    "weir: {:.0}s  rows in {rows_in} ({:.0}/s)  rows out {}  last checkpoint {}  state {:.1} MB",
                     secs,
                     rows_in as f64 / secs.max(0.001),
                     metrics.rows_out(),
                     metrics.last_checkpoint().map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                    metrics.state_bytes() as f64 / 1e6,
                 );
                 if tty { eprint!("\r{line}\x1b[K"); } else { eprintln!("{line}"); }
                 shown = true;
@@ -389,12 +390,16 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     }
     if !quiet {
         eprintln!(
-            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}{}",
+            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}{}{}",
             outcome.job_id,
             started.elapsed().as_secs_f64(),
             metrics.rows_in(),
             metrics.rows_out(),
             outcome.checkpoints_completed,
+            match metrics.state_bytes_peak() {
+                0 => String::new(),
+                b => format!(", operator state up to {:.1} MB", b as f64 / 1e6),
+            },
             peak_rss_mb()
                 .map(|mb| format!(", peak RSS {mb} MB"))
                 .unwrap_or_default(),

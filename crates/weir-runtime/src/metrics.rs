@@ -15,6 +15,10 @@ pub struct JobMetrics {
     pub checkpoints_completed: AtomicU64,
     /// Duration of the last completed checkpoint, in milliseconds.
     pub last_checkpoint_ms: AtomicU64,
+    /// Bytes of operator state in memory, summed over tasks as of their last snapshot.
+    pub state_bytes: AtomicU64,
+    /// The highest `state_bytes` seen.
+    pub state_bytes_peak: AtomicU64,
 }
 
 impl JobMetrics {
@@ -29,5 +33,22 @@ impl JobMetrics {
     }
     pub fn checkpoints_completed(&self) -> u64 {
         self.checkpoints_completed.load(Ordering::Relaxed)
+    }
+    /// Operator state in memory (bytes), as of each task's last snapshot.
+    pub fn state_bytes(&self) -> u64 {
+        self.state_bytes.load(Ordering::Relaxed)
+    }
+    /// The most operator state (bytes) seen at any snapshot.
+    pub fn state_bytes_peak(&self) -> u64 {
+        self.state_bytes_peak.load(Ordering::Relaxed)
+    }
+    /// Replaces one task's share of `state_bytes` (`old` by `new`).
+    pub fn report_state(&self, old: u64, new: u64) {
+        let total = if new >= old {
+            self.state_bytes.fetch_add(new - old, Ordering::Relaxed) + (new - old)
+        } else {
+            self.state_bytes.fetch_sub(old - new, Ordering::Relaxed) - (old - new)
+        };
+        self.state_bytes_peak.fetch_max(total, Ordering::Relaxed);
     }
 }

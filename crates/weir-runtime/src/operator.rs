@@ -90,6 +90,12 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Bytes of state the operator holds in memory (reported at checkpoints; may be an
+    /// estimate, and may take time proportional to the state).
+    fn state_bytes(&self) -> usize {
+        0
+    }
+
     /// The processing time (milliseconds since the epoch) at which the operator wants
     /// [`Operator::on_timer`] called, if any (processing-time windows). Asked after every
     /// call into the operator.

@@ -114,6 +114,8 @@ struct State {
     aligning: Option<Barrier>,
     acked_after_finish: Option<CheckpointId>,
     watermark: i64,
+    /// This task's share of the job's reported state bytes.
+    state_bytes: u64,
     idle_until: Option<Instant>,
     inputs_ended: Vec<bool>,
     next_channel: usize,
@@ -148,6 +150,7 @@ impl Task {
             aligning: None,
             acked_after_finish: None,
             watermark: i64::MIN,
+            state_bytes: 0,
             idle_until: None,
             inputs_ended: vec![false; num_inputs],
             next_channel: 0,
@@ -435,6 +438,9 @@ impl Task {
         for op in &mut self.operators {
             snapshot.operators.push(op.snapshot_state(barrier.id)?);
         }
+        let bytes: u64 = self.operators.iter().map(|o| o.state_bytes() as u64).sum();
+        self.info.metrics.report_state(st.state_bytes, bytes);
+        st.state_bytes = bytes;
         self.output.broadcast(Message::Barrier(barrier)).await?;
         let file = format!(
             "{}-{}.json",

@@ -258,6 +258,15 @@ impl Operator for GroupAggregate {
         Ok(())
     }
 
+    fn state_bytes(&self) -> usize {
+        self.groups
+            .iter()
+            .map(|(k, g)| {
+                k.row().as_ref().len() + g.accumulators.iter().map(|a| a.size()).sum::<usize>()
+            })
+            .sum()
+    }
+
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         if self.groups.is_empty() {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));

@@ -404,6 +404,23 @@ impl Operator for JoinOperator {
         Ok(())
     }
 
+    fn state_bytes(&self) -> usize {
+        self.sides
+            .iter()
+            .map(|side| {
+                side.batches
+                    .iter()
+                    .map(|b| b.get_array_memory_size())
+                    .sum::<usize>()
+                    + side
+                        .index
+                        .iter()
+                        .map(|(k, rows)| k.row().as_ref().len() + 16 * rows.len())
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         // Sides whose per-row flags are state: a semi join's kept side (emitted), an outer
         // side (matched).

@@ -292,6 +292,19 @@ impl Operator for SessionAggregate {
         Ok(())
     }
 
+    fn state_bytes(&self) -> usize {
+        self.sessions
+            .iter()
+            .map(|(k, open)| {
+                k.row().as_ref().len()
+                    + open
+                        .iter()
+                        .map(|s| 16 + s.accumulators.iter().map(|a| a.size()).sum::<usize>())
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         let mut key_rows = Vec::new();
         let (mut starts, mut ends, mut accumulators) = (Vec::new(), Vec::new(), Vec::new());

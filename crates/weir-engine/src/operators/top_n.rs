@@ -340,6 +340,19 @@ impl Operator for TopN {
         Ok(())
     }
 
+    fn state_bytes(&self) -> usize {
+        self.tops
+            .iter()
+            .map(|(k, (top, _))| {
+                k.row().as_ref().len()
+                    + top
+                        .iter()
+                        .map(|e| e.row.row().as_ref().len() + e.sort.row().as_ref().len())
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         let rows: Vec<arrow::row::Row<'_>> = self
             .tops

@@ -305,6 +305,13 @@ impl Operator for WindowAggregate {
         Ok(())
     }
 
+    fn state_bytes(&self) -> usize {
+        self.windows
+            .values()
+            .map(|w| w.groups.size() + w.accumulators.iter().map(|a| a.size()).sum::<usize>())
+            .sum()
+    }
+
     fn next_timer(&self) -> Option<i64> {
         if !self.processing_time {
             return None;

@@ -185,3 +185,8 @@ fn golden_session_and_legacy_tumble_windows() {
 fn golden_outer_joins() {
     golden("outer_join");
 }
+
+#[test]
+fn golden_window_join() {
+    golden("window_join");
+}

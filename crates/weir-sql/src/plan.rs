@@ -122,6 +122,10 @@ pub enum PlanNode {
         right_keys: Vec<usize>,
         /// Extra condition over the joined row.
         filter: Option<PhysicalExprRef>,
+        /// A window join: the position among the keys of a pair of `window_end` columns.
+        /// A window's rows are dropped once the watermark passes its end (no row of it
+        /// can arrive any more on either side).
+        window_key: Option<usize>,
         schema: SchemaRef,
     },
     /// Union of inputs with the same schema.

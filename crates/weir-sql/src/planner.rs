@@ -808,6 +808,11 @@ impl Planner {
                     Some(f) => Some(physical(f, &combined)?),
                     None => None,
                 };
+                let window_key = (0..left_keys.len()).find(|i| {
+                    crate::plan::is_window_end(nodes, left, left_keys[*i])
+                        && crate::plan::is_window_end(nodes, right, right_keys[*i])
+                        && !crate::plan::is_processing_time(nodes, left, left_keys[*i])
+                });
                 nodes.push(PlanNode::Join {
                     kind,
                     left,
@@ -815,6 +820,7 @@ impl Planner {
                     left_keys,
                     right_keys,
                     filter,
+                    window_key,
                     schema: Arc::new(j.schema.as_arrow().clone()),
                 });
                 Ok((nodes.len() - 1, Vec::new()))

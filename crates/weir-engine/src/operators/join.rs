@@ -36,6 +36,8 @@ pub struct JoinOperatorFactory {
     pub inputs: [SchemaRef; 2],
     /// Extra condition over the joined row (left columns, then right columns).
     pub filter: Option<PhysicalExprRef>,
+    /// Window join: the position among the keys of the `window_end` pair.
+    pub window_key: Option<usize>,
     /// Output schema: left columns, then right columns.
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`: stored rows older than this are dropped.
@@ -51,7 +53,17 @@ impl OperatorFactory for JoinOperatorFactory {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        format!("Join({:?}: [{}] = [{}])", self.kind, names(0), names(1))
+        let window = if self.window_key.is_some() {
+            ", window"
+        } else {
+            ""
+        };
+        format!(
+            "Join({:?}: [{}] = [{}]{window})",
+            self.kind,
+            names(0),
+            names(1)
+        )
     }
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
         let side = |s: usize| -> Result<Side> {
@@ -66,6 +78,9 @@ impl OperatorFactory for JoinOperatorFactory {
                 index: HashMap::new(),
                 emitted: Vec::new(),
                 born: Vec::new(),
+                window_end: self.window_key.map(|k| self.keys[s][k]),
+                last_end: Vec::new(),
+                first_end: i64::MAX,
             })
         };
         Ok(Box::new(JoinOperator {
@@ -99,6 +114,12 @@ struct Side {
     emitted: Vec<Vec<bool>>,
     /// When each stored batch arrived (for the state TTL).
     born: Vec<u64>,
+    /// Window join: the `window_end` column, and the latest window end of each stored
+    /// batch (in milliseconds).
+    window_end: Option<usize>,
+    last_end: Vec<i64>,
+    /// The earliest window end among the stored batches (nothing to close before it).
+    first_end: i64,
 }
 
 impl Side {
@@ -119,15 +140,50 @@ impl Side {
         }
         self.emitted.push(vec![false; batch.num_rows()]);
         self.born.push(now_ms());
+        if let Some(c) = self.window_end {
+            let ms = arrow::compute::cast(
+                batch.column(c),
+                &arrow::datatypes::DataType::Timestamp(
+                    arrow::datatypes::TimeUnit::Millisecond,
+                    None,
+                ),
+            )?;
+            let ms = arrow::compute::cast(&ms, &arrow::datatypes::DataType::Int64)?;
+            let latest = arrow::compute::max(ms.as_primitive::<arrow::datatypes::Int64Type>());
+            let latest = latest.unwrap_or(i64::MIN);
+            self.last_end.push(latest);
+            self.first_end = self.first_end.min(latest);
+        }
         self.batches.push(batch);
         Ok(keys)
     }
 
-    /// Drops the batches stored before `cutoff` (their slots stay, empty, so positions
-    /// in the index keep their meaning).
+    /// Drops the batches stored before `cutoff` (state TTL).
     fn expire(&mut self, cutoff: u64) {
+        let born = std::mem::take(&mut self.born);
+        self.drop_batches(|b| born[b] < cutoff);
+        self.born = born;
+    }
+
+    /// Window join: drops the batches whose windows all ended at or before `watermark`.
+    fn close_windows(&mut self, watermark: i64) {
+        if self.window_end.is_some() && self.first_end.saturating_sub(1) <= watermark {
+            let ends = std::mem::take(&mut self.last_end);
+            self.drop_batches(|b| ends[b].saturating_sub(1) <= watermark);
+            self.first_end = (0..self.batches.len())
+                .filter(|b| self.batches[*b].num_rows() > 0)
+                .map(|b| ends[b])
+                .min()
+                .unwrap_or(i64::MAX);
+            self.last_end = ends;
+        }
+    }
+
+    /// Drops the stored batches `gone` selects (their slots stay, empty, so positions in
+    /// the index keep their meaning).
+    fn drop_batches(&mut self, gone: impl Fn(usize) -> bool) {
         let expired: Vec<usize> = (0..self.batches.len())
-            .filter(|b| self.born[*b] < cutoff && self.batches[*b].num_rows() > 0)
+            .filter(|b| self.batches[*b].num_rows() > 0 && gone(*b))
             .collect();
         if expired.is_empty() {
             return;
@@ -136,9 +192,9 @@ impl Side {
             self.batches[*b] = RecordBatch::new_empty(self.batches[*b].schema());
             self.emitted[*b] = Vec::new();
         }
-        let gone = |b: usize| self.born[b] < cutoff;
+        let empty = |b: usize| self.batches[b].num_rows() == 0;
         self.index.retain(|_, rows| {
-            rows.retain(|(b, _)| !gone(*b));
+            rows.retain(|(b, _)| !empty(*b));
             !rows.is_empty()
         });
     }
@@ -401,6 +457,14 @@ impl Operator for JoinOperator {
         if let Some(first) = batches.first() {
             out.emit(arrow::compute::concat_batches(&first.schema(), &batches)?);
         }
+        Ok(())
+    }
+
+    async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
+        for side in &mut self.sides {
+            side.close_windows(watermark);
+        }
+        out.emit_watermark(watermark);
         Ok(())
     }
 

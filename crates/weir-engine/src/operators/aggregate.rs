@@ -175,3 +175,37 @@ pub fn restore_accumulators(
     }
     Ok(accumulators)
 }
+
+/// A keyed snapshot of accumulator groups: their key columns (`keys` of `input`; one
+/// constant column for a global aggregate), then `extra` columns, then the accumulators'
+/// states, one row per group, split by key group.
+pub fn keyed_snapshot<'a>(
+    input: &arrow::datatypes::Schema,
+    keys: &[usize],
+    key_columns: Vec<ArrayRef>,
+    extra: Vec<(Field, ArrayRef)>,
+    accumulators: impl Iterator<Item = &'a mut Accumulators>,
+    max_parallelism: usize,
+) -> Result<weir_runtime::OperatorState> {
+    use std::sync::Arc;
+    let mut fields: Vec<Field> = if keys.is_empty() {
+        vec![Field::new("__key", DataType::Boolean, true)]
+    } else {
+        keys.iter()
+            .map(|k| input.field(*k).as_ref().clone().with_nullable(true))
+            .collect()
+    };
+    let mut columns = key_columns;
+    for (field, column) in extra.into_iter().chain(state_columns(accumulators)?) {
+        fields.push(field);
+        columns.push(column);
+    }
+    let all = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+    // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
+    let hashed: Vec<usize> = (0..keys.len()).collect();
+    let items = super::state::keyed_items(&all, &hashed, max_parallelism)?;
+    Ok(weir_runtime::OperatorState::new(
+        weir_runtime::StateDistribution::KeyGroups,
+        items,
+    ))
+}

@@ -9,13 +9,14 @@
 //! groups no row reached for that long are dropped (a later row starts the group afresh).
 
 use super::aggregate::{
-    Accumulators, AggregateInputs, evaluate, new_accumulators, restore_accumulators, state_columns,
-    value_columns,
+    Accumulators, AggregateInputs, evaluate, keyed_snapshot, new_accumulators,
+    restore_accumulators, value_columns,
 };
-use super::state::{Ttl, keyed_items, now_ms, restored_batches};
-use arrow::array::{ArrayRef, AsArray, BooleanArray, Int8Array, RecordBatch, UInt32Array};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
-use arrow::row::{OwnedRow, RowConverter, SortField};
+use super::keys;
+use super::state::{Ttl, now_ms, restored_batches};
+use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch, UInt32Array};
+use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
+use arrow::row::{OwnedRow, RowConverter};
 use async_trait::async_trait;
 use datafusion::common::ScalarValue;
 use std::collections::HashMap;
@@ -48,34 +49,13 @@ impl OperatorFactory for GroupAggregateFactory {
             .iter()
             .map(|a| a.function.name().to_string())
             .collect();
-        let keys: Vec<String> = self
-            .keys
-            .iter()
-            .map(|k| self.input_schema.field(*k).name().clone())
-            .collect();
         format!(
             "GroupAggregate(keys: {}; {})",
-            keys.join(", "),
+            keys::names(&self.input_schema, &self.keys),
             aggs.join(", ")
         )
     }
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
-        let mut key_fields: Vec<SortField> = self
-            .keys
-            .iter()
-            .map(|k| SortField::new(self.input_schema.field(*k).data_type().clone()))
-            .collect();
-        if key_fields.is_empty() {
-            // A global aggregate: one group, under a constant key.
-            key_fields.push(SortField::new(DataType::Boolean));
-        }
-        let relaxed = Schema::new(
-            self.schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        );
         Ok(Box::new(GroupAggregate {
             keys: self.keys.clone(),
             aggregates: self.aggregates.clone(),
@@ -85,8 +65,8 @@ impl OperatorFactory for GroupAggregateFactory {
                 .iter()
                 .map(|f| f.data_type().clone())
                 .collect(),
-            output: changelog::with_op_field(&relaxed),
-            converter: RowConverter::new(key_fields)?,
+            output: changelog::with_op_field(&keys::nullable(&self.schema)),
+            converter: keys::converter(&self.input_schema, &self.keys)?,
             groups: HashMap::new(),
             ttl: Ttl::new(self.state_ttl),
             max_parallelism: task.max_parallelism,
@@ -113,15 +93,6 @@ struct GroupAggregate {
     groups: HashMap<OwnedRow, Group>,
     ttl: Option<Ttl>,
     max_parallelism: usize,
-}
-
-impl GroupAggregate {
-    fn key_columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
-        if self.keys.is_empty() {
-            return vec![Arc::new(BooleanArray::from(vec![true; batch.num_rows()]))];
-        }
-        self.keys.iter().map(|k| batch.column(*k).clone()).collect()
-    }
 }
 
 /// The rows of one group within a batch.
@@ -165,7 +136,7 @@ impl Operator for GroupAggregate {
         out: &mut Output,
     ) -> Result<()> {
         let (data, ops) = changelog::split(&batch);
-        let key_columns = self.key_columns(&data);
+        let key_columns = keys::columns(&data, &self.keys);
         let rows = self.converter.convert_columns(&key_columns)?;
         let inputs = AggregateInputs::evaluate(&self.aggregates, &data)?;
 
@@ -279,33 +250,15 @@ impl Operator for GroupAggregate {
             counts.push(group.rows);
             accumulators.push(&mut group.accumulators);
         }
-        let mut columns = self.converter.convert_rows(key_rows)?;
-        let mut fields: Vec<Field> = if self.keys.is_empty() {
-            vec![Field::new("__key", DataType::Boolean, true)]
-        } else {
-            self.keys
-                .iter()
-                .map(|i| {
-                    let f = self.input_schema.field(*i);
-                    Field::new(f.name(), f.data_type().clone(), true)
-                })
-                .collect()
-        };
-        let key_count = columns.len();
-        columns.push(Arc::new(arrow::array::Int64Array::from(counts)));
-        fields.push(Field::new("__rows", DataType::Int64, false));
-        for (field, column) in state_columns(accumulators.into_iter())? {
-            fields.push(field);
-            columns.push(column);
-        }
-        let all = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
-        let hashed: Vec<usize> = if self.keys.is_empty() {
-            Vec::new()
-        } else {
-            (0..key_count).collect()
-        };
-        let items = keyed_items(&all, &hashed, self.max_parallelism)?;
-        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+        let key_columns = self.converter.convert_rows(key_rows)?;
+        let counts: ArrayRef = Arc::new(arrow::array::Int64Array::from(counts));
+        keyed_snapshot(
+            &self.input_schema,
+            &self.keys,
+            key_columns,
+            vec![(Field::new("__rows", DataType::Int64, false), counts)],
+            accumulators.into_iter(),
+            self.max_parallelism,
+        )
     }
 }

@@ -7,6 +7,7 @@ mod aggregate;
 mod calc;
 mod group_aggregate;
 mod join;
+mod keys;
 mod session_aggregate;
 mod state;
 mod top_n;

@@ -11,13 +11,14 @@
 //! states) as Arrow IPC.
 
 use super::aggregate::{
-    Accumulators, AggregateInputs, evaluate, new_accumulators, restore_accumulators, state_columns,
-    value_columns,
+    Accumulators, AggregateInputs, evaluate, keyed_snapshot, new_accumulators,
+    restore_accumulators, value_columns,
 };
-use super::state::{keyed_items, restored_batches};
-use arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
-use arrow::row::{OwnedRow, RowConverter, SortField};
+use super::keys;
+use super::state::restored_batches;
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
+use arrow::row::{OwnedRow, RowConverter};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,11 +52,6 @@ impl SessionAggregateFactory {
 
 impl OperatorFactory for SessionAggregateFactory {
     fn name(&self) -> String {
-        let keys: Vec<String> = self
-            .partition_keys()
-            .iter()
-            .map(|k| self.input_schema.field(*k).name().clone())
-            .collect();
         let aggs: Vec<String> = self
             .aggregates
             .iter()
@@ -63,35 +59,21 @@ impl OperatorFactory for SessionAggregateFactory {
             .collect();
         format!(
             "SessionAggregate(keys: {}; {})",
-            keys.join(", "),
+            keys::names(&self.input_schema, &self.partition_keys()),
             aggs.join(", ")
         )
     }
 
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
-        let keys = self.partition_keys();
-        let mut fields: Vec<SortField> = keys
-            .iter()
-            .map(|k| SortField::new(self.input_schema.field(*k).data_type().clone()))
-            .collect();
-        if fields.is_empty() {
-            fields.push(SortField::new(DataType::Boolean));
-        }
-        let relaxed = Schema::new(
-            self.schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        );
+        let partition = self.partition_keys();
         Ok(Box::new(SessionAggregate {
-            keys,
+            converter: keys::converter(&self.input_schema, &partition)?,
+            keys: partition,
             session_column: self.keys[self.session],
             session: self.session,
             aggregates: self.aggregates.clone(),
             input_schema: self.input_schema.clone(),
-            output: Arc::new(relaxed),
-            converter: RowConverter::new(fields)?,
+            output: keys::nullable(&self.schema),
             sessions: HashMap::new(),
             watermark: i64::MIN,
             max_parallelism: task.max_parallelism,
@@ -123,13 +105,6 @@ struct SessionAggregate {
 }
 
 impl SessionAggregate {
-    fn key_columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
-        if self.keys.is_empty() {
-            return vec![Arc::new(BooleanArray::from(vec![true; batch.num_rows()]))];
-        }
-        self.keys.iter().map(|k| batch.column(*k).clone()).collect()
-    }
-
     /// Adds rows `run` (one key, sessions touching) spanning `[start, end)` to `open`.
     fn add_run(
         &self,
@@ -240,7 +215,7 @@ impl Operator for SessionAggregate {
     }
 
     async fn process_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Output) -> Result<()> {
-        let key_columns = self.key_columns(&batch);
+        let key_columns = keys::columns(&batch, &self.keys);
         let rows = self.converter.convert_columns(&key_columns)?;
         let session = batch.column(self.session_column);
         let (starts, ends) = bounds(session)?;
@@ -319,37 +294,20 @@ impl Operator for SessionAggregate {
         if key_rows.is_empty() {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let mut columns = self.converter.convert_rows(key_rows)?;
-        let mut fields: Vec<Field> = if self.keys.is_empty() {
-            vec![Field::new("__key", DataType::Boolean, true)]
-        } else {
-            self.keys
-                .iter()
-                .map(|k| {
-                    self.input_schema
-                        .field(*k)
-                        .as_ref()
-                        .clone()
-                        .with_nullable(true)
-                })
-                .collect()
+        let key_columns = self.converter.convert_rows(key_rows)?;
+        let bound = |name: &str, v: Vec<i64>| -> (Field, ArrayRef) {
+            (
+                Field::new(name, DataType::Int64, false),
+                Arc::new(arrow::array::Int64Array::from(v)),
+            )
         };
-        let key_count = columns.len();
-        columns.push(Arc::new(arrow::array::Int64Array::from(starts)));
-        columns.push(Arc::new(arrow::array::Int64Array::from(ends)));
-        fields.push(Field::new("__start_ms", DataType::Int64, false));
-        fields.push(Field::new("__end_ms", DataType::Int64, false));
-        for (field, column) in state_columns(accumulators.into_iter())? {
-            fields.push(field);
-            columns.push(column);
-        }
-        let all = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        let hashed: Vec<usize> = if self.keys.is_empty() {
-            Vec::new()
-        } else {
-            (0..key_count).collect()
-        };
-        let items = keyed_items(&all, &hashed, self.max_parallelism)?;
-        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+        keyed_snapshot(
+            &self.input_schema,
+            &self.keys,
+            key_columns,
+            vec![bound("__start_ms", starts), bound("__end_ms", ends)],
+            accumulators.into_iter(),
+            self.max_parallelism,
+        )
     }
 }

@@ -10,6 +10,7 @@
 //! when the list grows or shrinks); without it, only rows that entered or left the top.
 //! State is keyed and snapshotted per key group as rows of the input schema.
 
+use super::keys;
 use super::state::{Ttl, keyed_items, now_ms, restored_batches};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
 use arrow::compute::SortOptions;
@@ -70,14 +71,6 @@ impl OperatorFactory for TopNFactory {
 
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
         let field = |c: usize| self.input_schema.field(c).data_type().clone();
-        let mut partition_fields: Vec<SortField> = self
-            .partition
-            .iter()
-            .map(|c| SortField::new(field(*c)))
-            .collect();
-        if partition_fields.is_empty() {
-            partition_fields.push(SortField::new(DataType::Boolean));
-        }
         let order_fields = self
             .order
             .iter()
@@ -86,13 +79,6 @@ impl OperatorFactory for TopNFactory {
         let row_fields = (0..self.input_schema.fields().len())
             .map(|c| SortField::new(field(c)))
             .collect();
-        let relaxed = arrow::datatypes::Schema::new(
-            self.schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        );
         Ok(Box::new(TopN {
             partition: self.partition.clone(),
             order: self.order.iter().map(|(c, _)| *c).collect(),
@@ -109,8 +95,8 @@ impl OperatorFactory for TopNFactory {
                     .clone()
             }),
             input_schema: self.input_schema.clone(),
-            output: changelog::with_op_field(&relaxed),
-            partition_rows: RowConverter::new(partition_fields)?,
+            output: changelog::with_op_field(&keys::nullable(&self.schema)),
+            partition_rows: keys::converter(&self.input_schema, &self.partition)?,
             order_rows: RowConverter::new(order_fields)?,
             full_rows: RowConverter::new(row_fields)?,
             tops: HashMap::new(),
@@ -167,19 +153,7 @@ impl Changes {
 
 impl TopN {
     fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Rows)> {
-        let partition: Vec<ArrayRef> = if self.partition.is_empty() {
-            vec![Arc::new(arrow::array::BooleanArray::from(vec![
-                true;
-                batch
-                    .num_rows(
-                    )
-            ]))]
-        } else {
-            self.partition
-                .iter()
-                .map(|c| batch.column(*c).clone())
-                .collect()
-        };
+        let partition = keys::columns(batch, &self.partition);
         let order: Vec<ArrayRef> = self
             .order
             .iter()
@@ -363,14 +337,7 @@ impl Operator for TopN {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
         let columns = self.full_rows.convert_rows(rows)?;
-        let relaxed = arrow::datatypes::Schema::new(
-            self.input_schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        );
-        let all = RecordBatch::try_new(Arc::new(relaxed), columns)?;
+        let all = RecordBatch::try_new(keys::nullable(&self.input_schema), columns)?;
         let items = keyed_items(&all, &self.partition, self.max_parallelism)?;
         Ok(OperatorState::new(StateDistribution::KeyGroups, items))
     }

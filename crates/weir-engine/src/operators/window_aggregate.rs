@@ -76,13 +76,7 @@ impl OperatorFactory for WindowAggregateFactory {
                 })
                 .collect::<Vec<_>>(),
         ));
-        let relaxed = Arc::new(Schema::new(
-            self.schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        ));
+        let relaxed = super::keys::nullable(&self.schema);
         Ok(Box::new(WindowAggregate {
             keys: self.keys.clone(),
             window_end: self.window_end,

@@ -1,0 +1,50 @@
+//! Keys of keyed operators: converting key columns into arrow `Row`s, with one constant
+//! key when there are no key columns (a global aggregate, an unpartitioned Top-N), and
+//! schemas relaxed to nullable for emitted batches.
+
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::row::{RowConverter, SortField};
+use std::sync::Arc;
+use weir_common::Result;
+
+/// A converter for the key columns `keys` of `schema`.
+pub fn converter(schema: &Schema, keys: &[usize]) -> Result<RowConverter> {
+    let mut fields: Vec<SortField> = keys
+        .iter()
+        .map(|k| SortField::new(schema.field(*k).data_type().clone()))
+        .collect();
+    if fields.is_empty() {
+        // No key columns: every row has the same key.
+        fields.push(SortField::new(DataType::Boolean));
+    }
+    Ok(RowConverter::new(fields)?)
+}
+
+/// The key columns of `batch`, as [`converter`] expects them.
+pub fn columns(batch: &RecordBatch, keys: &[usize]) -> Vec<ArrayRef> {
+    if keys.is_empty() {
+        return vec![Arc::new(BooleanArray::from(vec![true; batch.num_rows()]))];
+    }
+    keys.iter().map(|k| batch.column(*k).clone()).collect()
+}
+
+/// `schema` with every field nullable (aggregates and outer joins produce NULLs in
+/// columns the plan may call non-nullable).
+pub fn nullable(schema: &Schema) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The names of columns `cols` of `schema`, comma-separated (for operator names).
+pub fn names(schema: &Schema, cols: &[usize]) -> String {
+    cols.iter()
+        .map(|c| schema.field(*c).name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -7,7 +7,8 @@
 //! `cargo bench --bench nexmark`; environment: `WEIR_NEXMARK_QUERIES` (default: every
 //! query of the suite, q0–q22 but q6, q10, q13), `WEIR_NEXMARK_EVENTS`
 //! (default 10 000 000), `WEIR_NEXMARK_PARALLELISM` (default 2), `WEIR_NEXMARK_BATCH`
-//! (`0` skips the DataFusion comparison).
+//! (`0` skips the DataFusion comparison), `WEIR_NEXMARK_GENERATOR` (`0` skips the line
+//! `query=generator`: the source alone on one core into blackhole).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -102,6 +103,30 @@ fn main() {
         "BID_PROPORTION=46".into(),
     ];
     let vars: Vec<&str> = vars.iter().map(String::as_str).collect();
+
+    // The generator alone: every column of every event on one core, into blackhole (the
+    // suite's table without its computed `dateTime` column and watermark).
+    if std::env::var("WEIR_NEXMARK_GENERATOR").map_or(true, |v| v != "0") {
+        let text = std::fs::read_to_string(&ddl).unwrap();
+        let table = &text[text.find("CREATE TABLE nexmark_table (").unwrap()..];
+        let columns = table[..table.find("    `dateTime` AS").unwrap()]
+            .trim_end()
+            .trim_end_matches(',');
+        let with = &table[table.find(") WITH (").unwrap()..table.find(");").unwrap() + 2];
+        let script = dir.join("generator.sql");
+        std::fs::write(
+            &script,
+            format!(
+                "{columns}\n{with}\n\
+                 CREATE TABLE generator_sink (event_type INT) WITH ('connector' = 'blackhole');\n\
+                 INSERT INTO generator_sink SELECT event_type FROM nexmark_table;\n"
+            ),
+        )
+        .unwrap();
+        let mut args = vec![script.to_str().unwrap(), "-p", "1"];
+        args.extend(&vars);
+        print("generator", "streaming-p1", events, &weir(&args));
+    }
 
     // DataFusion's limit: the same events, written once to Parquet.
     let parquet_ddl = dir.join("ddl_parquet.sql");

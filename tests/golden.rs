@@ -190,3 +190,8 @@ fn golden_outer_joins() {
 fn golden_window_join() {
     golden("window_join");
 }
+
+#[test]
+fn golden_interval_join() {
+    golden("interval_join");
+}

@@ -104,3 +104,63 @@ fn operator_state_is_reported() {
     );
     assert!(!stateless.contains("operator state"), "{stateless}");
 }
+
+/// An interval join drops rows by watermark: after the last watermark its final
+/// checkpoint holds (almost) nothing, while the same join bounded by ids instead of times
+/// keeps every row.
+#[test]
+fn interval_join_state_is_cleaned_by_the_watermark() {
+    let sql = |condition: &str| {
+        format!(
+            "CREATE TABLE orders (id BIGINT, k AS id % 100, ts AS TO_TIMESTAMP_LTZ(id * 20, 3),
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+             WITH ('connector' = 'datagen', 'rows-per-second' = '20000',
+               'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '20000');
+             CREATE TABLE payments (pid BIGINT, k AS pid % 100, pts AS TO_TIMESTAMP_LTZ(pid * 20, 3),
+               WATERMARK FOR pts AS pts - INTERVAL '1' SECOND)
+             WITH ('connector' = 'datagen', 'rows-per-second' = '20000',
+               'fields.pid.kind' = 'sequence', 'fields.pid.start' = '1', 'fields.pid.end' = '20000');
+             CREATE TABLE paid (id BIGINT, pid BIGINT) WITH ('connector' = 'blackhole');
+             INSERT INTO paid SELECT o.id, p.pid FROM orders o JOIN payments p
+               ON o.k = p.k AND {condition};"
+        )
+    };
+    let final_checkpoint_bytes = |condition: &str| -> u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let chk = tmp.path().join("chk");
+        let script = write_script(tmp.path(), "job.sql", &sql(condition));
+        run_ok(&[
+            script.to_str().unwrap(),
+            "-p",
+            "1",
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+        ]);
+        let job = std::fs::read_dir(&chk)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let latest = std::fs::read_dir(&job)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("chk-"))
+            .max_by_key(|p| {
+                p.file_name().unwrap().to_string_lossy()[4..]
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .unwrap();
+        std::fs::read_dir(latest)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum()
+    };
+    let timed = final_checkpoint_bytes("p.pts BETWEEN o.ts AND o.ts + INTERVAL '3' SECOND");
+    let untimed = final_checkpoint_bytes("p.pid - o.id BETWEEN 0 AND 150");
+    assert!(
+        timed * 20 < untimed,
+        "time-bounded join state {timed} bytes vs {untimed} bytes without time bounds"
+    );
+}

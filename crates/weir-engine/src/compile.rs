@@ -118,7 +118,7 @@ pub async fn compile_into(
                 left_keys,
                 right_keys,
                 filter,
-                window_key,
+                expiry,
                 schema,
             } => {
                 let factory = JoinOperatorFactory {
@@ -126,7 +126,7 @@ pub async fn compile_into(
                     keys: [left_keys.clone(), right_keys.clone()],
                     inputs: [plan.output_schema(*left), plan.output_schema(*right)],
                     filter: filter.clone(),
-                    window_key: *window_key,
+                    expiry: *expiry,
                     schema: schema.clone(),
                     state_ttl,
                 };

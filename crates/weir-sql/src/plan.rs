@@ -122,10 +122,11 @@ pub enum PlanNode {
         right_keys: Vec<usize>,
         /// Extra condition over the joined row.
         filter: Option<PhysicalExprRef>,
-        /// A window join: the position among the keys of a pair of `window_end` columns.
-        /// A window's rows are dropped once the watermark passes its end (no row of it
-        /// can arrive any more on either side).
-        window_key: Option<usize>,
+        /// Per side, when its stored rows can be dropped: `(time column, offset)` drops a
+        /// row once `time + offset <= watermark`, because no row that could still match
+        /// it can arrive (window joins: a window's rows once the watermark passes its
+        /// end; interval joins: rows outside the time bounds of anything still to come).
+        expiry: [Option<(usize, i64)>; 2],
         schema: SchemaRef,
     },
     /// Union of inputs with the same schema.
@@ -317,6 +318,48 @@ fn proctime_before(nodes: &[PlanNode], n: usize, steps: Option<usize>, col: usiz
             computed: Some(exprs),
             ..
         } => mentions(&exprs[col], &mut Vec::new()),
+        _ => false,
+    }
+}
+
+/// Whether column `col` of node `n` is an event-time attribute: a table's `WATERMARK FOR`
+/// column or a window bound, through projections, unions and joins.
+pub fn is_time_attribute(nodes: &[PlanNode], n: usize, col: usize) -> bool {
+    use datafusion::physical_expr::expressions::Column;
+    if is_window_end(nodes, n, col) {
+        return true;
+    }
+    match &nodes[n] {
+        PlanNode::Scan { table, .. } => table
+            .watermark
+            .as_ref()
+            .is_some_and(|(c, _)| table.schema.field(col).name() == c),
+        PlanNode::Calc { input, steps, .. } => {
+            let mut col = col;
+            for step in steps.iter().rev() {
+                if let CalcStep::Project { exprs, .. } = step {
+                    match exprs[col].downcast_ref::<Column>() {
+                        Some(c) => col = c.index(),
+                        None => return false,
+                    }
+                }
+            }
+            is_time_attribute(nodes, *input, col)
+        }
+        PlanNode::Union { inputs, .. } => inputs.iter().all(|i| is_time_attribute(nodes, *i, col)),
+        PlanNode::Join {
+            left,
+            right,
+            kind: JoinKind::Inner,
+            ..
+        } => {
+            let width = output_schema_in(nodes, *left).fields().len();
+            if col < width {
+                is_time_attribute(nodes, *left, col)
+            } else {
+                is_time_attribute(nodes, *right, col - width)
+            }
+        }
         _ => false,
     }
 }

@@ -813,6 +813,11 @@ impl Planner {
                         && crate::plan::is_window_end(nodes, right, right_keys[*i])
                         && !crate::plan::is_processing_time(nodes, left, left_keys[*i])
                 });
+                let expiry = match window_key {
+                    // A window's rows: until the watermark passes the window's end.
+                    Some(k) => [Some((left_keys[k], -1)), Some((right_keys[k], -1))],
+                    None => interval_expiry(j, nodes, left, right),
+                };
                 nodes.push(PlanNode::Join {
                     kind,
                     left,
@@ -820,7 +825,7 @@ impl Planner {
                     left_keys,
                     right_keys,
                     filter,
-                    window_key,
+                    expiry,
                     schema: Arc::new(j.schema.as_arrow().clone()),
                 });
                 Ok((nodes.len() - 1, Vec::new()))
@@ -1110,6 +1115,117 @@ impl Planner {
             schema,
         });
         Ok(nodes.len() - 1)
+    }
+}
+
+/// Interval join: when the join's condition bounds `l.t - r.t` on both sides for two
+/// event-time columns (`l.t BETWEEN r.t - INTERVAL a AND r.t + INTERVAL b`, or the same
+/// with comparisons), a left row at `t` matches right rows up to `t - lower` and a right
+/// row at `r` left rows up to `r + upper`; once the watermark passes those, the rows go.
+fn interval_expiry(
+    join: &datafusion::logical_expr::Join,
+    nodes: &[PlanNode],
+    left: usize,
+    right: usize,
+) -> [Option<(usize, i64)>; 2] {
+    use datafusion::logical_expr::{BinaryExpr, Operator};
+    let Some(filter) = &join.filter else {
+        return [None, None];
+    };
+    // `column + offset` (milliseconds), on either side of the join.
+    let term = |e: &Expr| -> Option<(usize, bool, i64)> {
+        let (column, offset) = match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left: l,
+                op: op @ (Operator::Plus | Operator::Minus),
+                right: r,
+            }) => {
+                let Expr::Literal(v, _) = r.as_ref() else {
+                    return None;
+                };
+                let ms = crate::group_windows::interval_millis(v)?;
+                (l.as_ref(), if *op == Operator::Plus { ms } else { -ms })
+            }
+            other => (other, 0),
+        };
+        let column = match column {
+            Expr::Column(c) => c,
+            Expr::Cast(c) => match c.expr.as_ref() {
+                Expr::Column(c) => c,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if let Ok(i) = join.left.schema().index_of_column(column) {
+            return Some((i, true, offset));
+        }
+        let i = join.right.schema().index_of_column(column).ok()?;
+        Some((i, false, offset))
+    };
+    // Bounds on `l - r`, for one pair of columns.
+    let (mut pair, mut lower, mut upper): (Option<(usize, usize)>, Option<i64>, Option<i64>) =
+        (None, None, None);
+    let mut relate = |a: &Expr, op: Operator, b: &Expr| {
+        let (Some(x), Some(y)) = (term(a), term(b)) else {
+            return;
+        };
+        // Orient as (left + p) OP (right + q), i.e. l - r OP q - p.
+        let (l, r, op) = match (x.1, y.1) {
+            (true, false) => (x, y, op),
+            (false, true) => (
+                y,
+                x,
+                match op {
+                    Operator::Gt => Operator::Lt,
+                    Operator::GtEq => Operator::LtEq,
+                    Operator::Lt => Operator::Gt,
+                    Operator::LtEq => Operator::GtEq,
+                    other => other,
+                },
+            ),
+            _ => return,
+        };
+        if pair.is_some_and(|p| p != (l.0, r.0)) {
+            return;
+        }
+        pair = Some((l.0, r.0));
+        let k = r.2 - l.2;
+        match op {
+            Operator::Gt | Operator::GtEq => lower = Some(lower.map_or(k, |v: i64| v.max(k))),
+            Operator::Lt | Operator::LtEq => upper = Some(upper.map_or(k, |v: i64| v.min(k))),
+            _ => {}
+        }
+    };
+    for conjunct in datafusion::logical_expr::utils::split_conjunction(filter) {
+        match conjunct {
+            Expr::Between(b) if !b.negated => {
+                relate(&b.expr, Operator::GtEq, &b.low);
+                relate(&b.expr, Operator::LtEq, &b.high);
+            }
+            Expr::BinaryExpr(BinaryExpr {
+                left: a,
+                op,
+                right: b,
+            }) if matches!(
+                op,
+                Operator::Gt | Operator::GtEq | Operator::Lt | Operator::LtEq
+            ) =>
+            {
+                relate(a, *op, b)
+            }
+            _ => {}
+        }
+    }
+    match (pair, lower, upper) {
+        (Some((l, r)), Some(lower), Some(upper))
+            if crate::plan::is_time_attribute(nodes, left, l)
+                && crate::plan::is_time_attribute(nodes, right, r) =>
+        {
+            // Left row at t: no future right row (time > watermark) can be <= t - lower.
+            // Right row at r: no future left row can be <= r + upper.
+            [Some((l, 1 - lower)), Some((r, upper + 1))]
+        }
+        _ => [None, None],
     }
 }
 

@@ -36,8 +36,9 @@ pub struct JoinOperatorFactory {
     pub inputs: [SchemaRef; 2],
     /// Extra condition over the joined row (left columns, then right columns).
     pub filter: Option<PhysicalExprRef>,
-    /// Window join: the position among the keys of the `window_end` pair.
-    pub window_key: Option<usize>,
+    /// Per side, `(time column, offset)`: a stored row goes once `time + offset <=
+    /// watermark` (window and interval joins).
+    pub expiry: [Option<(usize, i64)>; 2],
     /// Output schema: left columns, then right columns.
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`: stored rows older than this are dropped.
@@ -53,8 +54,8 @@ impl OperatorFactory for JoinOperatorFactory {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let window = if self.window_key.is_some() {
-            ", window"
+        let window = if self.expiry.iter().any(Option::is_some) {
+            ", state cleaned by watermark"
         } else {
             ""
         };
@@ -78,9 +79,9 @@ impl OperatorFactory for JoinOperatorFactory {
                 index: HashMap::new(),
                 emitted: Vec::new(),
                 born: Vec::new(),
-                window_end: self.window_key.map(|k| self.keys[s][k]),
-                last_end: Vec::new(),
-                first_end: i64::MAX,
+                expiry: self.expiry[s],
+                latest: Vec::new(),
+                first: i64::MAX,
             })
         };
         Ok(Box::new(JoinOperator {
@@ -114,12 +115,12 @@ struct Side {
     emitted: Vec<Vec<bool>>,
     /// When each stored batch arrived (for the state TTL).
     born: Vec<u64>,
-    /// Window join: the `window_end` column, and the latest window end of each stored
-    /// batch (in milliseconds).
-    window_end: Option<usize>,
-    last_end: Vec<i64>,
-    /// The earliest window end among the stored batches (nothing to close before it).
-    first_end: i64,
+    /// `(time column, offset)`: a row goes once `time + offset <= watermark`.
+    expiry: Option<(usize, i64)>,
+    /// The latest time of each stored batch (in milliseconds), when rows expire.
+    latest: Vec<i64>,
+    /// The earliest of `latest` among the stored batches (nothing expires before it).
+    first: i64,
 }
 
 impl Side {
@@ -140,7 +141,7 @@ impl Side {
         }
         self.emitted.push(vec![false; batch.num_rows()]);
         self.born.push(now_ms());
-        if let Some(c) = self.window_end {
+        if let Some((c, _)) = self.expiry {
             let ms = arrow::compute::cast(
                 batch.column(c),
                 &arrow::datatypes::DataType::Timestamp(
@@ -151,8 +152,8 @@ impl Side {
             let ms = arrow::compute::cast(&ms, &arrow::datatypes::DataType::Int64)?;
             let latest = arrow::compute::max(ms.as_primitive::<arrow::datatypes::Int64Type>());
             let latest = latest.unwrap_or(i64::MIN);
-            self.last_end.push(latest);
-            self.first_end = self.first_end.min(latest);
+            self.latest.push(latest);
+            self.first = self.first.min(latest);
         }
         self.batches.push(batch);
         Ok(keys)
@@ -165,18 +166,22 @@ impl Side {
         self.born = born;
     }
 
-    /// Window join: drops the batches whose windows all ended at or before `watermark`.
-    fn close_windows(&mut self, watermark: i64) {
-        if self.window_end.is_some() && self.first_end.saturating_sub(1) <= watermark {
-            let ends = std::mem::take(&mut self.last_end);
-            self.drop_batches(|b| ends[b].saturating_sub(1) <= watermark);
-            self.first_end = (0..self.batches.len())
-                .filter(|b| self.batches[*b].num_rows() > 0)
-                .map(|b| ends[b])
-                .min()
-                .unwrap_or(i64::MAX);
-            self.last_end = ends;
+    /// Drops the batches whose rows have all expired at `watermark`.
+    fn close(&mut self, watermark: i64) {
+        let Some((_, offset)) = self.expiry else {
+            return;
+        };
+        if self.first.saturating_add(offset) > watermark {
+            return;
         }
+        let latest = std::mem::take(&mut self.latest);
+        self.drop_batches(|b| latest[b].saturating_add(offset) <= watermark);
+        self.first = (0..self.batches.len())
+            .filter(|b| self.batches[*b].num_rows() > 0)
+            .map(|b| latest[b])
+            .min()
+            .unwrap_or(i64::MAX);
+        self.latest = latest;
     }
 
     /// Drops the stored batches `gone` selects (their slots stay, empty, so positions in
@@ -462,7 +467,7 @@ impl Operator for JoinOperator {
 
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
         for side in &mut self.sides {
-            side.close_windows(watermark);
+            side.close(watermark);
         }
         out.emit_watermark(watermark);
         Ok(())

@@ -195,3 +195,8 @@ fn golden_window_join() {
 fn golden_interval_join() {
     golden("interval_join");
 }
+
+#[test]
+fn golden_anti_join() {
+    golden("anti_join");
+}

@@ -43,6 +43,11 @@ pub enum JoinKind {
     RightOuter,
     /// Inner rows, plus rows of either side without a match padded with NULLs.
     FullOuter,
+    /// Left rows without a match (`NOT EXISTS`): emitted, and retracted when a match
+    /// arrives.
+    LeftAnti,
+    /// Right rows without a match.
+    RightAnti,
 }
 
 /// A node of a [`StreamPlan`]; inputs refer to earlier nodes.
@@ -187,6 +192,10 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
                 kind: JoinKind::LeftOuter | JoinKind::RightOuter | JoinKind::FullOuter,
                 ..
             } => Some("OuterJoin"),
+            PlanNode::Join {
+                kind: JoinKind::LeftAnti | JoinKind::RightAnti,
+                ..
+            } => Some("AntiJoin"),
             PlanNode::Scan { .. }
             | PlanNode::WindowAggregate { .. }
             | PlanNode::SessionAggregate { .. }
@@ -259,10 +268,10 @@ pub fn is_window_end(nodes: &[PlanNode], n: usize, col: usize) -> bool {
         } => {
             let left_width = output_schema_in(nodes, *left).fields().len();
             match kind {
-                JoinKind::RightSemi => is_window_end(nodes, *right, col),
+                JoinKind::RightSemi | JoinKind::RightAnti => is_window_end(nodes, *right, col),
                 JoinKind::Inner if col < left_width => is_window_end(nodes, *left, col),
                 JoinKind::Inner => is_window_end(nodes, *right, col - left_width),
-                JoinKind::LeftSemi => is_window_end(nodes, *left, col),
+                JoinKind::LeftSemi | JoinKind::LeftAnti => is_window_end(nodes, *left, col),
                 _ => false,
             }
         }

@@ -748,6 +748,8 @@ impl Planner {
                     JoinType::Left => crate::plan::JoinKind::LeftOuter,
                     JoinType::Right => crate::plan::JoinKind::RightOuter,
                     JoinType::Full => crate::plan::JoinKind::FullOuter,
+                    JoinType::LeftAnti => crate::plan::JoinKind::LeftAnti,
+                    JoinType::RightAnti => crate::plan::JoinKind::RightAnti,
                     _ => crate::plan::JoinKind::Inner,
                 };
                 let supported = matches!(
@@ -758,10 +760,18 @@ impl Planner {
                         | JoinType::Left
                         | JoinType::Right
                         | JoinType::Full
+                        | JoinType::LeftAnti
+                        | JoinType::RightAnti
                 );
+                if j.null_aware {
+                    return Err(Error::plan(
+                        "NOT IN over a column that may be NULL needs a null-aware anti join, which \
+                         streaming mode does not have yet; write NOT EXISTS (or filter the NULLs out)",
+                    ));
+                }
                 if !supported || j.on.is_empty() {
                     return Err(Error::plan(format!(
-                        "{} join{} is not supported in streaming mode yet (inner, outer and semi equi-joins are)",
+                        "{} join{} is not supported in streaming mode yet (inner, outer, semi and anti equi-joins are)",
                         j.join_type,
                         if j.on.is_empty() {
                             " without an equality condition"

@@ -8,7 +8,8 @@
 //! remembers (also in checkpoints) which kept rows it emitted. An outer join emits a row of
 //! an outer side that has no match padded with NULLs (`+I`) and retracts it (`-D`) when
 //! its first match arrives: its output is a changelog; which outer rows have matched is
-//! kept (and checkpointed) the same way.
+//! kept (and checkpointed) the same way. An anti join (`NOT EXISTS`) emits a kept row
+//! that arrives without a match and retracts it when its first match arrives.
 //! The state grows with the input unless a state TTL drops rows stored longer ago; it is keyed, so a snapshot stores each key
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
@@ -250,11 +251,12 @@ impl JoinOperator {
 
     /// Semi join: emit kept-side rows the first time they have a match.
     fn semi(&mut self, this: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
-        let kept = if self.kind == JoinKind::LeftSemi {
+        let kept = if matches!(self.kind, JoinKind::LeftSemi | JoinKind::LeftAnti) {
             0
         } else {
             1
         };
+        let anti = matches!(self.kind, JoinKind::LeftAnti | JoinKind::RightAnti);
         let other = 1 - this;
         let stored = self.sides[this].batches.len();
         let keys = self.sides[this].store(batch)?;
@@ -309,16 +311,38 @@ impl JoinOperator {
         }
         picks.sort_unstable();
         picks.dedup();
-        if picks.is_empty() {
-            return Ok(());
-        }
+        // `picks`: kept rows that now have a match for the first time (flagged).
         for (b, r) in &picks {
             self.sides[kept].emitted[*b][*r] = true;
         }
+        let (rows, kind) = if !anti {
+            (picks, None)
+        } else if this == kept {
+            // Anti join: the new kept rows without a match are emitted...
+            let n = self.sides[kept].batches[stored].num_rows();
+            let lonely = (0..n)
+                .filter(|i| !self.sides[kept].emitted[stored][*i])
+                .map(|i| (stored, i))
+                .collect();
+            (lonely, Some(RowKind::Insert))
+        } else {
+            // ...and retracted when their first match arrives.
+            (picks, Some(RowKind::Delete))
+        };
+        if rows.is_empty() {
+            return Ok(());
+        }
         let columns = (0..self.inputs[kept].fields().len())
-            .map(|c| gather(&self.sides[kept].batches, &picks, c))
+            .map(|c| gather(&self.sides[kept].batches, &rows, c))
             .collect::<Result<Vec<_>>>()?;
-        out.emit(RecordBatch::try_new(self.schema.clone(), columns)?);
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+        out.emit(match kind {
+            None => batch,
+            Some(kind) => changelog::attach(
+                &batch,
+                Arc::new(arrow::array::Int8Array::from(vec![kind as i8; rows.len()])),
+            )?,
+        });
         Ok(())
     }
 }
@@ -363,7 +387,10 @@ impl Operator for JoinOperator {
                 side.expire(cutoff);
             }
         }
-        if matches!(self.kind, JoinKind::LeftSemi | JoinKind::RightSemi) {
+        if matches!(
+            self.kind,
+            JoinKind::LeftSemi | JoinKind::RightSemi | JoinKind::LeftAnti | JoinKind::RightAnti
+        ) {
             return self.semi(input.min(1), batch, out);
         }
         let (this, other) = (input.min(1), 1 - input.min(1));
@@ -495,8 +522,8 @@ impl Operator for JoinOperator {
         // side (matched).
         let flagged = |s: usize| match self.kind {
             JoinKind::Inner => false,
-            JoinKind::LeftSemi | JoinKind::LeftOuter => s == 0,
-            JoinKind::RightSemi | JoinKind::RightOuter => s == 1,
+            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => s == 0,
+            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => s == 1,
             JoinKind::FullOuter => true,
         };
         let mut items = Vec::new();

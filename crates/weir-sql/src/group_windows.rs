@@ -12,8 +12,9 @@
 //! windows are exact; session windows are rejected (grouping by per-row sessions would not
 //! merge them).
 
-use arrow::array::{Array, ArrayRef, AsArray, StructArray};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StructArray};
 use arrow::datatypes::{DataType, Field, Fields, Int64Type, TimeUnit};
+use arrow::error::ArrowError;
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -68,16 +69,28 @@ pub fn interval_millis(value: &ScalarValue) -> Option<i64> {
     }
 }
 
+/// A timestamp column (any unit or time zone) as milliseconds since the epoch.
+pub fn epoch_millis(a: &ArrayRef) -> std::result::Result<Int64Array, ArrowError> {
+    let ms = arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+    Ok(arrow::compute::cast(&ms, &DataType::Int64)?
+        .as_primitive::<Int64Type>()
+        .clone())
+}
+
+/// Milliseconds since the epoch as a column of timestamp type `data_type`.
+pub fn from_epoch_millis(
+    values: Vec<i64>,
+    data_type: &DataType,
+) -> std::result::Result<ArrayRef, ArrowError> {
+    let a: ArrayRef = Arc::new(Int64Array::from(values));
+    let a = arrow::compute::cast(&a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+    arrow::compute::cast(&a, data_type)
+}
+
 /// The `start`/`end` children of a window-key struct column as milliseconds.
-pub fn bounds(
-    key: &ArrayRef,
-) -> std::result::Result<(Vec<i64>, Vec<i64>), arrow::error::ArrowError> {
+pub fn bounds(key: &ArrayRef) -> std::result::Result<(Vec<i64>, Vec<i64>), ArrowError> {
     let key = key.as_struct();
-    let millis = |a: &ArrayRef| -> std::result::Result<Vec<i64>, arrow::error::ArrowError> {
-        let a = arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-        let a = arrow::compute::cast(&a, &DataType::Int64)?;
-        Ok(a.as_primitive::<Int64Type>().values().to_vec())
-    };
+    let millis = |a: &ArrayRef| Ok::<_, ArrowError>(epoch_millis(a)?.values().to_vec());
     Ok((millis(key.column(0))?, millis(key.column(1))?))
 }
 
@@ -87,14 +100,9 @@ pub fn key_array(data_type: &DataType, starts: Vec<i64>, ends: Vec<i64>) -> Resu
         return exec_err!("window key type is not a struct");
     };
     let t = fields[0].data_type();
-    let column = |v: Vec<i64>| -> Result<ArrayRef> {
-        let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(v));
-        let a = arrow::compute::cast(&a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-        Ok(arrow::compute::cast(&a, t)?)
-    };
     Ok(Arc::new(StructArray::try_new(
         fields.clone(),
-        vec![column(starts)?, column(ends)?],
+        vec![from_epoch_millis(starts, t)?, from_epoch_millis(ends, t)?],
         None,
     )?))
 }
@@ -134,9 +142,7 @@ impl ScalarUDFImpl for WindowKey {
             );
         };
         let time = args.args[0].clone().into_array(args.number_rows)?;
-        let ms = arrow::compute::cast(&time, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-        let ms = arrow::compute::cast(&ms, &DataType::Int64)?;
-        let ms = ms.as_primitive::<Int64Type>();
+        let ms = epoch_millis(&time)?;
         let starts: Vec<i64> = ms
             .values()
             .iter()

@@ -143,16 +143,8 @@ impl Side {
         self.emitted.push(vec![false; batch.num_rows()]);
         self.born.push(now_ms());
         if let Some((c, _)) = self.expiry {
-            let ms = arrow::compute::cast(
-                batch.column(c),
-                &arrow::datatypes::DataType::Timestamp(
-                    arrow::datatypes::TimeUnit::Millisecond,
-                    None,
-                ),
-            )?;
-            let ms = arrow::compute::cast(&ms, &arrow::datatypes::DataType::Int64)?;
-            let latest = arrow::compute::max(ms.as_primitive::<arrow::datatypes::Int64Type>());
-            let latest = latest.unwrap_or(i64::MIN);
+            let ms = weir_sql::group_windows::epoch_millis(batch.column(c))?;
+            let latest = arrow::compute::max(&ms).unwrap_or(i64::MIN);
             self.latest.push(latest);
             self.first = self.first.min(latest);
         }

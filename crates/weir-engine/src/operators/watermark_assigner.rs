@@ -1,11 +1,11 @@
 //! `WatermarkAssigner`: evaluates a table's `WATERMARK FOR c AS expr` on every batch and
 //! emits the highest value seen so far whenever it advances (in milliseconds).
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Int64Type, TimeUnit};
+use arrow::array::RecordBatch;
 use async_trait::async_trait;
 use weir_common::{MAX_WATERMARK, Result};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
+use weir_sql::group_windows::epoch_millis;
 use weir_sql::plan::PhysicalExprRef;
 
 struct WatermarkAssigner {
@@ -14,12 +14,6 @@ struct WatermarkAssigner {
     /// of a batch is the expression on its latest row alone.
     rowtime: Option<usize>,
     current: i64,
-}
-
-/// Milliseconds of a timestamp array.
-fn millis(values: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef> {
-    let ms = arrow::compute::cast(values, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-    Ok(arrow::compute::cast(&ms, &DataType::Int64)?)
 }
 
 #[async_trait]
@@ -33,9 +27,7 @@ impl Operator for WatermarkAssigner {
         let input = match self.rowtime {
             // `ts - INTERVAL …` grows with `ts`: evaluate it on the latest row only.
             Some(c) => {
-                let ms = millis(batch.column(c))?;
-                let latest = ms
-                    .as_primitive::<Int64Type>()
+                let latest = epoch_millis(batch.column(c))?
                     .iter()
                     .enumerate()
                     .filter_map(|(i, v)| v.map(|v| (v, i)))
@@ -48,8 +40,7 @@ impl Operator for WatermarkAssigner {
             None => batch.clone(),
         };
         let values = self.expr.evaluate(&input)?.into_array(input.num_rows())?;
-        let ms = millis(&values)?;
-        let max = arrow::compute::max(ms.as_primitive::<Int64Type>());
+        let max = arrow::compute::max(&epoch_millis(&values)?);
         out.emit(batch);
         if let Some(m) = max {
             if m > self.current {

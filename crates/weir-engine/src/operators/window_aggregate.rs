@@ -18,7 +18,7 @@
 use super::aggregate::AggregateInputs;
 use super::state::{keyed_items, restored_batches};
 use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_plan::aggregates::group_values::{GroupValues, new_group_values};
@@ -28,6 +28,7 @@ use std::sync::Arc;
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
+use weir_sql::group_windows::{epoch_millis, from_epoch_millis};
 
 /// Creates window aggregate operators.
 pub struct WindowAggregateFactory {
@@ -118,9 +119,7 @@ fn millis(a: &ArrayRef) -> Result<Vec<i64>> {
     if matches!(a.data_type(), DataType::Struct(_)) {
         return Ok(weir_sql::group_windows::bounds(a)?.1);
     }
-    let ms = arrow::compute::cast(a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-    let ms = arrow::compute::cast(&ms, &DataType::Int64)?;
-    Ok(ms.as_primitive::<Int64Type>().values().to_vec())
+    Ok(epoch_millis(a)?.values().to_vec())
 }
 
 fn groups_accumulator(spec: &AggregateSpec) -> Result<Box<dyn GroupsAccumulator>> {
@@ -168,13 +167,9 @@ impl WindowAggregate {
                 new_starts[i] += size;
             }
         }
-        let as_type = |values: &[i64], like: &ArrayRef| -> Result<ArrayRef> {
-            let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(values.to_vec()));
-            let a = arrow::compute::cast(&a, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-            Ok(arrow::compute::cast(&a, like.data_type())?)
-        };
-        keys[start] = as_type(&new_starts, &keys[start])?;
-        keys[self.window_end] = as_type(ends, &keys[self.window_end])?;
+        keys[start] = from_epoch_millis(new_starts, keys[start].data_type())?;
+        keys[self.window_end] =
+            from_epoch_millis(ends.to_vec(), keys[self.window_end].data_type())?;
         Ok(())
     }
 

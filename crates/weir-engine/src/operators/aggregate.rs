@@ -12,6 +12,15 @@ use weir_sql::AggregateSpec;
 /// The accumulators of one group.
 pub type Accumulators = Vec<Box<dyn Accumulator>>;
 
+/// The aggregate functions' names, comma-separated (for operator names).
+pub fn names(aggregates: &[AggregateSpec]) -> String {
+    aggregates
+        .iter()
+        .map(|a| a.function.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// New accumulators for `aggregates`; `retracting` ones can take rows back.
 pub fn new_accumulators(aggregates: &[AggregateSpec], retracting: bool) -> Result<Accumulators> {
     aggregates

@@ -12,8 +12,8 @@ use super::aggregate::{
     Accumulators, AggregateInputs, evaluate, keyed_snapshot, new_accumulators,
     restore_accumulators, value_columns,
 };
-use super::keys;
 use super::state::{Ttl, now_ms, restored_batches};
+use super::{aggregate, keys};
 use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter};
@@ -44,15 +44,10 @@ pub struct GroupAggregateFactory {
 
 impl OperatorFactory for GroupAggregateFactory {
     fn name(&self) -> String {
-        let aggs: Vec<String> = self
-            .aggregates
-            .iter()
-            .map(|a| a.function.name().to_string())
-            .collect();
         format!(
             "GroupAggregate(keys: {}; {})",
             keys::names(&self.input_schema, &self.keys),
-            aggs.join(", ")
+            aggregate::names(&self.aggregates)
         )
     }
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
@@ -105,11 +100,7 @@ struct Touched {
 #[async_trait]
 impl Operator for GroupAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        let k = if self.keys.is_empty() {
-            1
-        } else {
-            self.keys.len()
-        };
+        let k = keys::width(&self.keys);
         for batch in restored_batches(restored)? {
             let rows = self.converter.convert_columns(&batch.columns()[..k])?;
             let counts = batch.column(k).as_primitive::<Int64Type>().clone();

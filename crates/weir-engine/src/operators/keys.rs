@@ -21,6 +21,11 @@ pub fn converter(schema: &Schema, keys: &[usize]) -> Result<RowConverter> {
     Ok(RowConverter::new(fields)?)
 }
 
+/// How many columns [`converter`] converts for `keys` (one for no keys).
+pub fn width(keys: &[usize]) -> usize {
+    keys.len().max(1)
+}
+
 /// The key columns of `batch`, as [`converter`] expects them.
 pub fn columns(batch: &RecordBatch, keys: &[usize]) -> Vec<ArrayRef> {
     if keys.is_empty() {

@@ -14,8 +14,8 @@ use super::aggregate::{
     Accumulators, AggregateInputs, evaluate, keyed_snapshot, new_accumulators,
     restore_accumulators, value_columns,
 };
-use super::keys;
 use super::state::restored_batches;
+use super::{aggregate, keys};
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter};
@@ -52,15 +52,10 @@ impl SessionAggregateFactory {
 
 impl OperatorFactory for SessionAggregateFactory {
     fn name(&self) -> String {
-        let aggs: Vec<String> = self
-            .aggregates
-            .iter()
-            .map(|a| a.function.name().to_string())
-            .collect();
         format!(
             "SessionAggregate(keys: {}; {})",
             keys::names(&self.input_schema, &self.partition_keys()),
-            aggs.join(", ")
+            aggregate::names(&self.aggregates)
         )
     }
 
@@ -190,11 +185,7 @@ impl SessionAggregate {
 #[async_trait]
 impl Operator for SessionAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        let k = if self.keys.is_empty() {
-            1
-        } else {
-            self.keys.len()
-        };
+        let k = keys::width(&self.keys);
         for batch in restored_batches(restored)? {
             let rows = self.converter.convert_columns(&batch.columns()[..k])?;
             let starts = batch.column(k).as_primitive::<Int64Type>().clone();

@@ -48,35 +48,14 @@ pub struct WindowAggregateFactory {
 
 impl OperatorFactory for WindowAggregateFactory {
     fn name(&self) -> String {
-        let aggs: Vec<String> = self
-            .aggregates
-            .iter()
-            .map(|a| a.function.name().to_string())
-            .collect();
-        let keys: Vec<String> = self
-            .keys
-            .iter()
-            .map(|k| self.input_schema.field(*k).name().clone())
-            .collect();
         format!(
             "WindowAggregate(keys: {}; {})",
-            keys.join(", "),
-            aggs.join(", ")
+            super::keys::names(&self.input_schema, &self.keys),
+            super::aggregate::names(&self.aggregates)
         )
     }
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
-        let key_schema = Arc::new(Schema::new(
-            self.keys
-                .iter()
-                .map(|k| {
-                    self.input_schema
-                        .field(*k)
-                        .as_ref()
-                        .clone()
-                        .with_nullable(true)
-                })
-                .collect::<Vec<_>>(),
-        ));
+        let key_schema = super::keys::nullable(&self.input_schema.project(&self.keys)?);
         let relaxed = super::keys::nullable(&self.schema);
         Ok(Box::new(WindowAggregate {
             keys: self.keys.clone(),

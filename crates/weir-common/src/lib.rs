@@ -19,5 +19,13 @@ pub use failpoint::failpoint;
 pub use ids::{CheckpointId, JobId};
 pub use options::ConnectorOptions;
 
+/// Processing time: milliseconds since the Unix epoch by the wall clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// The watermark that means "no more data will ever arrive" (Flink's `Long.MAX_VALUE`).
 pub const MAX_WATERMARK: i64 = i64::MAX;

@@ -308,10 +308,7 @@ impl Coordinator {
             job_id: self.job_id.to_string(),
             checkpoint_id: p.id,
             savepoint: false,
-            completed_at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or_default(),
+            completed_at_ms: weir_common::now_ms(),
             max_parallelism: self.config.max_parallelism,
             vertices,
         };

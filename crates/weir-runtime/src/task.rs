@@ -129,12 +129,9 @@ enum Next {
     Timer,
 }
 
-/// Processing time: milliseconds since the Unix epoch.
+/// Processing time in milliseconds, as operators' timers count it.
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    weir_common::now_ms() as i64
 }
 
 impl Task {

@@ -206,10 +206,7 @@ impl ScalarUDFImpl for ProcTime {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let now = weir_common::now_ms() as i64;
         let values = arrow::array::TimestampMillisecondArray::from(vec![now; args.number_rows])
             .with_timezone("UTC");
         Ok(ColumnarValue::Array(Arc::new(values)))

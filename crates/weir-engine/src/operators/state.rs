@@ -84,10 +84,4 @@ impl Ttl {
     }
 }
 
-/// Processing time: milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use weir_common::now_ms;

@@ -95,9 +95,9 @@ pub fn attach(batch: &RecordBatch, ops: ArrayRef) -> arrow::error::Result<Record
     RecordBatch::try_new_with_options(with_op_field(&batch.schema()), columns, &options)
 }
 
-/// A row-kind column of `rows` inserts.
-pub fn inserts(rows: usize) -> ArrayRef {
-    Arc::new(Int8Array::from(vec![RowKind::Insert as i8; rows]))
+/// A row-kind column of `rows` rows of kind `kind`.
+pub fn kinds(kind: RowKind, rows: usize) -> ArrayRef {
+    Arc::new(Int8Array::from(vec![kind as i8; rows]))
 }
 
 /// The kind of row `i` (inserts when there is no row-kind column).

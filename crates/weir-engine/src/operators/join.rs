@@ -330,10 +330,7 @@ impl JoinOperator {
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         out.emit(match kind {
             None => batch,
-            Some(kind) => changelog::attach(
-                &batch,
-                Arc::new(arrow::array::Int8Array::from(vec![kind as i8; rows.len()])),
-            )?,
+            Some(kind) => changelog::attach(&batch, changelog::kinds(kind, rows.len()))?,
         });
         Ok(())
     }
@@ -471,10 +468,7 @@ impl Operator for JoinOperator {
         let mut batches = Vec::new();
         for (part, kind) in parts {
             if part.num_rows() > 0 {
-                let ops = Arc::new(arrow::array::Int8Array::from(vec![
-                    kind as i8;
-                    part.num_rows()
-                ]));
+                let ops = changelog::kinds(kind, part.num_rows());
                 batches.push(changelog::attach(&part, ops)?);
             }
         }

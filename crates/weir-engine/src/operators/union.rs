@@ -4,7 +4,8 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use std::sync::Arc;
-use weir_common::{Result, changelog};
+use weir_common::Result;
+use weir_common::changelog::{self, RowKind};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
 
 struct UnionOperator {
@@ -25,7 +26,9 @@ impl Operator for UnionOperator {
         // If any input updates, every output batch carries row kinds.
         out.emit(match (ops, self.changelog) {
             (Some(ops), _) => changelog::attach(&data, Arc::new(ops))?,
-            (None, true) => changelog::attach(&data, changelog::inserts(data.num_rows()))?,
+            (None, true) => {
+                changelog::attach(&data, changelog::kinds(RowKind::Insert, data.num_rows()))?
+            }
             (None, false) => data,
         });
         Ok(())

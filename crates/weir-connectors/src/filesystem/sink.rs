@@ -466,6 +466,15 @@ impl Committer for FileCommitter {
 
     async fn abort_stale(&self, task: &TaskInfo, recovered: &[Committable]) -> Result<()> {
         let current = task.attempt.simple().to_string();
+        // Another sink may write into the same folder (two INSERTs into one table) and
+        // still have to re-commit its own pending parts: only this sink's parts are ours.
+        let tag = format!("{:08x}", fnv32(&task.vertex_uid));
+        let ours = |name: &str| {
+            name.trim_start_matches('.')
+                .strip_prefix("part-")
+                .and_then(|rest| rest.split('-').nth(1))
+                == Some(tag.as_str())
+        };
         let listing: Vec<_> =
             futures::TryStreamExt::try_collect(self.store.list(Some(&self.root))).await?;
         for obj in listing {
@@ -474,6 +483,7 @@ impl Committer for FileCommitter {
             };
             let stale = name.starts_with(".part-")
                 && name.ends_with(".pending")
+                && ours(name)
                 && !name.contains(&current)
                 && !recovered
                     .iter()
@@ -495,7 +505,7 @@ impl Committer for FileCommitter {
             let referenced = recovered
                 .iter()
                 .any(|c| field(c, "marker").ok() == Some(obj.location.as_ref()));
-            if name.contains(&current) || referenced {
+            if name.contains(&current) || referenced || !ours(name) {
                 continue;
             }
             let body = self.store.get(&obj.location).await?.bytes().await?;

@@ -113,3 +113,27 @@ fn corrupt_input_file_fails_the_job_and_commits_nothing() {
         "partial output is visible after: {err}"
     );
 }
+
+#[test]
+fn misused_session_window_tvf_is_explained() {
+    let ddl = "CREATE TABLE t (k BIGINT, ts AS TO_TIMESTAMP_LTZ(k, 3), WATERMARK FOR ts AS ts) \
+               WITH ('connector' = 'datagen', 'number-of-rows' = '5');\n";
+    let session = "TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' SECOND))";
+    fails_with(
+        &format!("{ddl}SELECT * FROM {session};"),
+        &["line 2, column 1", "GROUP BY window_start, window_end"],
+    );
+    fails_with(
+        &format!(
+            "{ddl}SELECT window_start, COUNT(*) FROM {session} GROUP BY window_start, window_end;"
+        ),
+        &["PARTITION BY column k must also be a GROUP BY key"],
+    );
+    fails_with(
+        &format!(
+            "{ddl}SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE t PARTITION BY k, \
+             DESCRIPTOR(ts), INTERVAL '1' SECOND)) GROUP BY window_start, window_end;"
+        ),
+        &["TUMBLE: PARTITION BY is supported by the SESSION window TVF only"],
+    );
+}

@@ -30,3 +30,10 @@ INSERT INTO windows
 SELECT 'cumulate', user_id, window_start, window_end, COUNT(*), MAX(amount)
 FROM TABLE(CUMULATE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))
 GROUP BY user_id, window_start, window_end;
+
+-- Legacy HOP group window: the same rows as the HOP TVF above.
+INSERT INTO windows
+SELECT 'legacy-hop', user_id, HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND),
+       HOP_END(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), COUNT(*), SUM(amount)
+FROM clicks
+GROUP BY HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), user_id;

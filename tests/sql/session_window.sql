@@ -25,3 +25,19 @@ INSERT INTO minutes
 SELECT u, TUMBLE_START(ts, INTERVAL '1' MINUTE), TUMBLE_ROWTIME(ts, INTERVAL '1' MINUTE), COUNT(*)
 FROM clicks
 GROUP BY u, TUMBLE(ts, INTERVAL '1' MINUTE);
+
+-- The SESSION window TVF, per user (PARTITION BY) and over all users: the per-user rows
+-- must equal the legacy ones above.
+CREATE TABLE tvf_sessions (k STRING, u BIGINT, s TIMESTAMP(3), e TIMESTAMP(3), n BIGINT, lo BIGINT, hi BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/tvf_sessions', 'format' = 'json');
+
+INSERT INTO tvf_sessions
+SELECT 'per-user', u, window_start, window_end, COUNT(*), MIN(id), MAX(id)
+FROM TABLE(SESSION(TABLE clicks PARTITION BY u, DESCRIPTOR(ts), INTERVAL '2' SECOND))
+GROUP BY u, window_start, window_end;
+
+INSERT INTO tvf_sessions
+SELECT 'all', CAST(NULL AS BIGINT), w.window_start, w.window_end, COUNT(*), MIN(id), MAX(id)
+FROM TABLE(SESSION(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' SECOND)) AS w
+GROUP BY w.window_start, w.window_end
+HAVING MAX(id) - MIN(id) >= 0;

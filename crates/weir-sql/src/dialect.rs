@@ -34,30 +34,46 @@ impl Dialect for FlinkDialect {
 
     /// `TABLE t` as an argument of a window TVF (`TUMBLE(TABLE t, …)`): parsed as the
     /// identifier `__weir_table__.t`, which [`crate::functions::rewrite_window_tvfs`] consumes;
-    /// `TABLE (SELECT …)` as a subquery.
+    /// `TABLE (SELECT …)` as a subquery. `TABLE t PARTITION BY k` (or `PARTITION BY (k1,
+    /// k2)`, the SESSION TVF's form) becomes the tuple `(table, k1, k2)`.
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
         let is_table =
             matches!(&parser.peek_token().token, Token::Word(w) if w.keyword == Keyword::TABLE);
         if !is_table {
             return None;
         }
-        if parser.peek_nth_token(1).token == Token::LParen {
+        let table = if parser.peek_nth_token(1).token == Token::LParen {
             // `TABLE (SELECT …)`: a query as the TVF's input.
             parser.next_token();
             parser.next_token();
-            return Some(parser.parse_query().and_then(|q| {
+            parser.parse_query().and_then(|q| {
                 parser.expect_token(&Token::RParen)?;
                 Ok(Expr::Subquery(q))
-            }));
-        }
-        if !matches!(parser.peek_nth_token(1).token, Token::Word(_)) {
+            })
+        } else if matches!(parser.peek_nth_token(1).token, Token::Word(_)) {
+            parser.next_token();
+            parser.parse_object_name(false).map(|name| {
+                let mut parts = vec![Ident::new(crate::functions::TABLE_ARG)];
+                parts.extend(name.0.iter().filter_map(|p| p.as_ident().cloned()));
+                Expr::CompoundIdentifier(parts)
+            })
+        } else {
             return None;
-        }
-        parser.next_token();
-        Some(parser.parse_object_name(false).map(|name| {
-            let mut parts = vec![Ident::new(crate::functions::TABLE_ARG)];
-            parts.extend(name.0.iter().filter_map(|p| p.as_ident().cloned()));
-            Expr::CompoundIdentifier(parts)
+        };
+        Some(table.and_then(|table| {
+            if !parser.parse_keywords(&[Keyword::PARTITION, Keyword::BY]) {
+                return Ok(table);
+            }
+            let keys = if parser.consume_token(&Token::LParen) {
+                let keys = parser.parse_comma_separated(|p| p.parse_identifier())?;
+                parser.expect_token(&Token::RParen)?;
+                keys
+            } else {
+                vec![parser.parse_identifier()?]
+            };
+            let mut tuple = vec![table];
+            tuple.extend(keys.into_iter().map(Expr::Identifier));
+            Ok(Expr::Tuple(tuple))
         }))
     }
 }

@@ -15,7 +15,7 @@ use sqlparser::ast::{
 };
 use std::ops::ControlFlow;
 
-fn plain_args(args: &FunctionArguments) -> Option<Vec<Expr>> {
+pub(crate) fn plain_args(args: &FunctionArguments) -> Option<Vec<Expr>> {
     let FunctionArguments::List(list) = args else {
         return None;
     };
@@ -28,7 +28,7 @@ fn plain_args(args: &FunctionArguments) -> Option<Vec<Expr>> {
         .collect()
 }
 
-fn parse_expr(text: &str) -> Option<Expr> {
+pub(crate) fn parse_expr(text: &str) -> Option<Expr> {
     let dialect = crate::dialect::FlinkDialect;
     sqlparser::parser::Parser::new(&dialect)
         .try_with_sql(text)
@@ -247,6 +247,44 @@ fn interval_ms(e: &Expr) -> Option<i64> {
 /// Marks `TABLE t` arguments (see the dialect's `parse_prefix`).
 pub const TABLE_ARG: &str = "__weir_table__";
 
+/// The input of a window TVF, `TABLE t`, `TABLE (SELECT …)`, either with `PARTITION BY
+/// …`: the relation as FROM-clause text and the partition columns.
+pub(crate) fn table_input(arg: Option<&Expr>, tvf: &str) -> Result<(String, Vec<String>), String> {
+    let (table, keys) = match arg {
+        Some(Expr::Tuple(items)) if !items.is_empty() => (&items[0], &items[1..]),
+        other => (other.ok_or(format!("{tvf}: no arguments"))?, &[][..]),
+    };
+    let relation = match table {
+        Expr::CompoundIdentifier(parts) if parts[0].value == TABLE_ARG => parts[1..]
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join("."),
+        Expr::Subquery(q) => format!("({q}) AS __weir_tvf_input"),
+        _ => {
+            return Err(format!(
+                "{tvf}: the first argument must be TABLE <name> or TABLE (<query>)"
+            ));
+        }
+    };
+    let keys = keys.iter().map(|k| k.to_string()).collect();
+    Ok((relation, keys))
+}
+
+/// The column of a window TVF's `DESCRIPTOR(column)` argument.
+pub(crate) fn descriptor(arg: Option<&Expr>, tvf: &str) -> Result<Expr, String> {
+    match arg {
+        Some(Expr::Function(d)) if d.name.to_string().eq_ignore_ascii_case("DESCRIPTOR") => {
+            plain_args(&d.args)
+                .and_then(|a| a.first().cloned())
+                .ok_or_else(|| format!("{tvf}: DESCRIPTOR(column) expected"))
+        }
+        _ => Err(format!(
+            "{tvf}: the second argument must be DESCRIPTOR(time column)"
+        )),
+    }
+}
+
 /// Flink's window table-valued functions become derived tables with the window columns:
 /// `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))` →
 /// `(SELECT *, date_bin(size, ts) AS window_start, … + size AS window_end,
@@ -263,31 +301,16 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
             } => {
                 let name = func.name.to_string().to_ascii_uppercase();
                 let args = plain_args(&func.args).ok_or("window TVF with unexpected arguments")?;
-                let table = match args.first() {
-                    Some(Expr::CompoundIdentifier(parts)) if parts[0].value == TABLE_ARG => parts
-                        [1..]
-                        .iter()
-                        .map(|p| p.to_string())
-                        .collect::<Vec<_>>()
-                        .join("."),
-                    // `TABLE (SELECT …)`
-                    Some(Expr::Subquery(q)) => format!("({q}) AS __weir_tvf_input"),
-                    _ => return Err(format!("{name}: the first argument must be TABLE <name>")),
-                };
-                let time = match args.get(1) {
-                    Some(Expr::Function(d))
-                        if d.name.to_string().eq_ignore_ascii_case("DESCRIPTOR") =>
-                    {
-                        plain_args(&d.args)
-                            .and_then(|a| a.first().cloned())
-                            .ok_or("DESCRIPTOR(column) expected")?
-                    }
-                    _ => {
-                        return Err(format!(
-                            "{name}: the second argument must be DESCRIPTOR(time column)"
-                        ));
-                    }
-                };
+                if !matches!(name.as_str(), "TUMBLE" | "HOP" | "CUMULATE" | "SESSION") {
+                    return Ok(());
+                }
+                let (table, partition) = table_input(args.first(), &name)?;
+                if !partition.is_empty() {
+                    return Err(format!(
+                        "{name}: PARTITION BY is supported by the SESSION window TVF only"
+                    ));
+                }
+                let time = descriptor(args.get(1), &name)?;
                 let text = match (name.as_str(), args.len()) {
                     ("TUMBLE", 3) => {
                         let size = &args[2];
@@ -336,13 +359,26 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                             .collect();
                         copies.join(" UNION ALL ")
                     }
-                    ("HOP" | "CUMULATE" | "SESSION" | "TUMBLE", _) => {
+                    ("SESSION", 3) => {
+                        return Err(
+                            "the SESSION window TVF is supported as the only relation of a window \
+                             aggregate: SELECT … FROM TABLE(SESSION(TABLE t [PARTITION BY k], \
+                             DESCRIPTOR(ts), gap)) GROUP BY window_start, window_end[, k]"
+                                .into(),
+                        );
+                    }
+                    _ => {
                         return Err(format!(
-                            "window TVF {name} with {} arguments is not supported yet (TUMBLE(TABLE t, DESCRIPTOR(ts), size) is)",
-                            args.len()
+                            "window TVF {name} with {} arguments: expected {name}(TABLE t, DESCRIPTOR(ts), {})",
+                            args.len(),
+                            match name.as_str() {
+                                "TUMBLE" => "size",
+                                "HOP" => "slide, size",
+                                "CUMULATE" => "step, size",
+                                _ => "gap",
+                            }
                         ));
                     }
-                    _ => return Ok(()),
                 };
                 let mut stmts = crate::parser::parse_script(&text).map_err(|e| e.to_string())?;
                 let Some(crate::parser::WeirStatement::Select(subquery)) =
@@ -374,6 +410,7 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
     fn set_expr(body: &mut SetExpr) -> Result<(), String> {
         match body {
             SetExpr::Select(select) => {
+                crate::window_forms::rewrite_select(select)?;
                 for t in &mut select.from {
                     factor(&mut t.relation)?;
                     for j in &mut t.joins {

@@ -13,6 +13,7 @@ pub mod parser;
 pub mod plan;
 pub mod planner;
 pub mod types;
+mod window_forms;
 
 pub use catalog::{Catalog, TableDef, ViewDef};
 pub use parser::{Located, WeirStatement, parse_script};

@@ -127,6 +127,13 @@ pub static KEYS: &[KeyInfo] = &[
         Duration,
         "State of updating aggregates, Top-N and regular joins untouched for this long (processing time) is dropped (0: kept forever)."
     ),
+    key!(
+        "table.exec.source.idle-timeout",
+        [],
+        "0 ms",
+        Duration,
+        "A source subtask that emitted no rows for this long is marked idle, and its watermark stops holding back downstream watermarks until it emits again (0: never idle)."
+    ),
 ];
 
 /// A set of configuration values.
@@ -277,6 +284,13 @@ impl Config {
     /// `table.exec.state.ttl`, when set.
     pub fn state_ttl(&self) -> Option<Duration> {
         parse_duration(self.raw_or_default("table.exec.state.ttl"))
+            .ok()
+            .filter(|d| !d.is_zero())
+    }
+
+    /// `table.exec.source.idle-timeout`, when set.
+    pub fn source_idle_timeout(&self) -> Option<Duration> {
+        parse_duration(self.raw_or_default("table.exec.source.idle-timeout"))
             .ok()
             .filter(|d| !d.is_zero())
     }

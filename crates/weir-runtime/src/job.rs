@@ -41,6 +41,9 @@ pub struct JobOptions {
     pub max_parallelism: usize,
     /// Messages buffered per channel before the sender waits (back-pressure).
     pub channel_capacity: usize,
+    /// A source subtask that emitted nothing for this long is idle: its watermark stops
+    /// holding back the watermark downstream (`table.exec.source.idle-timeout`).
+    pub source_idle_timeout: Option<Duration>,
 }
 
 impl Default for JobOptions {
@@ -56,6 +59,7 @@ impl Default for JobOptions {
             restore: None,
             max_parallelism: 128,
             channel_capacity: 8,
+            source_idle_timeout: None,
         }
     }
 }
@@ -71,6 +75,7 @@ impl JobOptions {
             checkpoints_after_tasks_finish: config.checkpoints_after_tasks_finish(),
             checkpoint_dir: config.checkpoint_dir(),
             max_parallelism: config.max_parallelism(),
+            source_idle_timeout: config.source_idle_timeout(),
             ..Self::default()
         }
     }
@@ -337,6 +342,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
                 events: event_tx.clone(),
                 storage: storage.clone(),
                 checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
+                idle_timeout: opts.source_idle_timeout,
             });
         }
         controls.push(vertex_controls);

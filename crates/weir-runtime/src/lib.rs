@@ -29,7 +29,7 @@ pub use async_trait::async_trait;
 pub use checkpoint::{CheckpointMetadata, OperatorState, StateDistribution, SubtaskStatus};
 pub use graph::{Edge, JobGraph, Partitioning, Vertex};
 pub use job::{JobController, JobHandle, JobOptions, JobOutcome, RestoreFrom, start};
-pub use message::{Barrier, CheckpointKind, Message, StopMode};
+pub use message::{Barrier, CheckpointKind, Message, StopMode, WatermarkStatus};
 pub use metrics::JobMetrics;
 pub use operator::{Operator, OperatorFactory, Output, StreamItem, TaskInfo};
 pub use source::{Source, SourceFactory, SourcePoll};

@@ -29,12 +29,23 @@ pub struct Barrier {
     pub kind: CheckpointKind,
 }
 
+/// Whether an upstream subtask currently produces data (Flink's `WatermarkStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatermarkStatus {
+    /// No data for `table.exec.source.idle-timeout`: the channel's watermark does not hold
+    /// back the combined watermark downstream.
+    Idle,
+    /// Producing again (sent before the first batch after `Idle`).
+    Active,
+}
+
 /// What flows through a channel, in order.
 #[derive(Debug, Clone)]
 pub enum Message {
     Data(RecordBatch),
     /// Event time in milliseconds since the epoch: no later record is older than this.
     Watermark(i64),
+    WatermarkStatus(WatermarkStatus),
     Barrier(Barrier),
     /// The upstream subtask will send no more data (it may still send barriers).
     EndOfData(StopMode),

@@ -13,10 +13,18 @@
 //! A barrier from one channel blocks that channel until the same barrier came from every
 //! channel that is still open; then the task snapshots, forwards the barrier and unblocks.
 //! A newer barrier supersedes an incomplete alignment; an aborted checkpoint cancels it.
+//!
+//! # Watermarks and idleness
+//! The task's watermark is the minimum over its open input channels, never decreasing. A
+//! source task that emitted no rows for `idle_timeout` announces `WatermarkStatus::Idle`
+//! and `Active` again before its next batch. Idle channels do not count in the minimum, nor
+//! do channels that came back from idleness behind the task's watermark, until they catch
+//! up (as Flink's status watermark valve); a task whose open inputs are all idle is idle
+//! itself and says so downstream.
 
 use crate::checkpoint::{OperatorState, SubtaskStatus, TaskSnapshot};
 use crate::exchange::OutputWriter;
-use crate::message::{Barrier, Message, StopMode};
+use crate::message::{Barrier, Message, StopMode, WatermarkStatus};
 use crate::operator::{Operator, Output, StreamItem, TaskInfo};
 use crate::plan::TaskRef;
 use crate::source::{Source, SourcePoll};
@@ -67,6 +75,7 @@ pub(crate) struct InputChannel {
     pub ended: bool,
     pub closed: bool,
     pub watermark: i64,
+    pub idle: bool,
 }
 
 impl InputChannel {
@@ -78,6 +87,7 @@ impl InputChannel {
             ended: false,
             closed: false,
             watermark: i64::MIN,
+            idle: false,
         }
     }
 }
@@ -105,6 +115,8 @@ pub(crate) struct Task {
     pub events: UnboundedSender<TaskEvent>,
     pub storage: CheckpointStorage,
     pub checkpoints_after_finish: bool,
+    /// A source emitting nothing for this long is idle (see the module docs).
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 struct State {
@@ -117,6 +129,10 @@ struct State {
     /// This task's share of the job's reported state bytes.
     state_bytes: u64,
     idle_until: Option<Instant>,
+    /// The status last sent downstream is `Idle`.
+    idle: bool,
+    /// When the source last emitted a batch.
+    last_emit: Instant,
     inputs_ended: Vec<bool>,
     next_channel: usize,
 }
@@ -127,6 +143,7 @@ enum Next {
     Source(Result<crate::source::SourcePoll>),
     Wake,
     Timer,
+    SourceIdle,
 }
 
 /// Processing time in milliseconds, as operators' timers count it.
@@ -149,6 +166,8 @@ impl Task {
             watermark: i64::MIN,
             state_bytes: 0,
             idle_until: None,
+            idle: false,
+            last_emit: Instant::now(),
             inputs_ended: vec![false; num_inputs],
             next_channel: 0,
         };
@@ -180,9 +199,15 @@ impl Task {
                 let wait = (t - now_ms()).max(0) as u64;
                 Instant::now() + std::time::Duration::from_millis(wait)
             });
+            // A running source that emitted nothing for the idle timeout goes idle.
+            let idle_at = self
+                .idle_timeout
+                .filter(|_| source_active && !st.idle)
+                .map(|t| st.last_emit + t);
             let next = tokio::select! {
                 biased;
                 c = self.control.recv() => Next::Control(c),
+                _ = tokio::time::sleep_until(idle_at.unwrap_or_else(Instant::now)), if idle_at.is_some() => Next::SourceIdle,
                 _ = tokio::time::sleep_until(timer_at.unwrap_or_else(Instant::now)), if timer_at.is_some() => Next::Timer,
                 (i, m) = poll_inputs(&mut self.inputs, &mut st.next_channel), if has_inputs => Next::Input(i, m),
                 _ = tokio::time::sleep_until(idle_until.unwrap_or_else(Instant::now)), if source_active && idle_until.is_some() => Next::Wake,
@@ -194,8 +219,13 @@ impl Task {
                 Next::Input(i, m) => self.on_input(&mut st, i, m).await?,
                 Next::Wake => st.idle_until = None,
                 Next::Timer => self.fire_timers().await?,
+                Next::SourceIdle => self.set_status(&mut st, WatermarkStatus::Idle).await?,
                 Next::Source(r) => match r? {
                     SourcePoll::Batch(batch) => {
+                        st.last_emit = Instant::now();
+                        if st.idle {
+                            self.set_status(&mut st, WatermarkStatus::Active).await?;
+                        }
                         self.info
                             .metrics
                             .rows_in
@@ -279,18 +309,21 @@ impl Task {
             Message::Watermark(w) => {
                 let ch = &mut self.inputs[i];
                 ch.watermark = ch.watermark.max(w);
-                let combined = self
-                    .inputs
-                    .iter()
-                    .filter(|c| !c.closed)
-                    .map(|c| c.watermark)
-                    .min()
-                    .unwrap_or(w);
-                if combined > st.watermark && st.phase == Phase::Running {
-                    st.watermark = combined;
-                    self.push(0, 0, vec![StreamItem::Watermark(combined)])
-                        .await?;
+                self.advance_watermark(st).await?;
+            }
+            Message::WatermarkStatus(status) => {
+                self.inputs[i].idle = status == WatermarkStatus::Idle;
+                let open = self.inputs.iter().filter(|c| !c.closed);
+                let all_idle = open.clone().count() > 0 && open.clone().all(|c| c.idle);
+                if all_idle != st.idle && st.phase == Phase::Running {
+                    let status = if all_idle {
+                        WatermarkStatus::Idle
+                    } else {
+                        WatermarkStatus::Active
+                    };
+                    self.set_status(st, status).await?;
                 }
+                self.advance_watermark(st).await?;
             }
             Message::Barrier(barrier) => {
                 match st.aligning {
@@ -337,6 +370,34 @@ impl Task {
             }
         }
         Ok(())
+    }
+
+    /// Recomputes the combined watermark of the inputs and passes it down the chain if it
+    /// advanced. Idle channels and channels behind the current watermark (back from
+    /// idleness) do not hold it back.
+    async fn advance_watermark(&mut self, st: &mut State) -> Result<()> {
+        let combined = self
+            .inputs
+            .iter()
+            .filter(|c| !c.closed && !c.idle && c.watermark >= st.watermark)
+            .map(|c| c.watermark)
+            .min();
+        if let Some(combined) = combined {
+            if combined > st.watermark && st.phase == Phase::Running {
+                st.watermark = combined;
+                self.push(0, 0, vec![StreamItem::Watermark(combined)])
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Announces this task's idleness downstream.
+    async fn set_status(&mut self, st: &mut State, status: WatermarkStatus) -> Result<()> {
+        st.idle = status == WatermarkStatus::Idle;
+        self.output
+            .broadcast(Message::WatermarkStatus(status))
+            .await
     }
 
     /// A triggered task has no running upstream task: take in what the closed upstream

@@ -763,3 +763,170 @@ async fn union_state_of_a_partly_finished_operator_aborts_checkpoints() {
         .expect("job hangs")
         .unwrap();
 }
+
+/// Emits, after each batch, the batch's largest value as a watermark.
+struct ValueWatermarks;
+
+#[async_trait]
+impl Operator for ValueWatermarks {
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        let max = arrow::compute::max(batch.column(0).as_primitive::<Int64Type>());
+        out.emit(batch);
+        if let Some(m) = max {
+            out.emit_watermark(m);
+        }
+        Ok(())
+    }
+}
+
+impl OperatorFactory for ValueWatermarks {
+    fn name(&self) -> String {
+        "value-watermarks".into()
+    }
+    fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(ValueWatermarks))
+    }
+}
+
+/// Emits nothing for `silent_for`, then a batch `0..10` (far behind the other source)
+/// every 10 ms, too often to go idle again; at its first batch it notes the length of
+/// `log` in `sent_at`.
+struct LateSourceFactory {
+    silent_for: Duration,
+    log: Log,
+    sent_at: Arc<Mutex<Option<usize>>>,
+}
+
+struct LateSource {
+    wake: tokio::time::Instant,
+    log: Log,
+    sent_at: Arc<Mutex<Option<usize>>>,
+    pause: bool,
+}
+
+impl SourceFactory for LateSourceFactory {
+    fn name(&self) -> String {
+        "late".into()
+    }
+    fn schema(&self) -> SchemaRef {
+        schema()
+    }
+    fn is_bounded(&self) -> bool {
+        false
+    }
+    fn create(&self, _: &TaskInfo, _: Option<OperatorState>) -> Result<Box<dyn Source>> {
+        Ok(Box::new(LateSource {
+            wake: tokio::time::Instant::now() + self.silent_for,
+            log: self.log.clone(),
+            sent_at: self.sent_at.clone(),
+            pause: false,
+        }))
+    }
+}
+
+#[async_trait]
+impl Source for LateSource {
+    async fn poll_next(&mut self) -> Result<SourcePoll> {
+        self.pause = !self.pause;
+        if self.pause || tokio::time::Instant::now() < self.wake {
+            return Ok(SourcePoll::Idle(Duration::from_millis(10)));
+        }
+        let mut sent = self.sent_at.lock().unwrap();
+        if sent.is_none() {
+            *sent = Some(self.log.lock().unwrap().len());
+        }
+        let batch = RecordBatch::try_new(schema(), vec![Arc::new(Int64Array::from_iter(0..10))])?;
+        Ok(SourcePoll::Batch(batch))
+    }
+    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+        Ok(OperatorState::default())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sources_do_not_hold_back_watermarks() {
+    for timeout in [None, Some(Duration::from_millis(50))] {
+        let log: Log = Default::default();
+        let sent_at = Arc::new(Mutex::new(None));
+        let mut g = JobGraph::default();
+        let busy = g.add_vertex(vertex(
+            "busy",
+            1,
+            Some(Arc::new(CountingSourceFactory::new(None))),
+            vec![Arc::new(ValueWatermarks)],
+        ));
+        let late = g.add_vertex(vertex(
+            "late",
+            1,
+            Some(Arc::new(LateSourceFactory {
+                silent_for: Duration::from_millis(300),
+                log: log.clone(),
+                sent_at: sent_at.clone(),
+            })),
+            vec![Arc::new(ValueWatermarks)],
+        ));
+        let merge = g.add_vertex(vertex(
+            "merge",
+            1,
+            None,
+            vec![recorder("merge", &log, None)],
+        ));
+        g.connect(busy, merge, Partitioning::Rebalance, 0);
+        g.connect(late, merge, Partitioning::Rebalance, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let opts = JobOptions {
+            checkpoint_interval: Some(Duration::from_millis(50)),
+            source_idle_timeout: timeout,
+            ..Default::default()
+        };
+        let job = start(g, opts).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Draining ends every input with the MAX watermark: look at what came before.
+        let running = log.lock().unwrap().len();
+        job.stop_with_savepoint(true, dir.path().to_str().unwrap())
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(30), job.wait())
+            .await
+            .expect("job hangs")
+            .unwrap();
+        validate(&log, true);
+        let sent_at = sent_at
+            .lock()
+            .unwrap()
+            .expect("the late source sent its batch");
+        let watermarks = |from: usize| -> Vec<i64> {
+            log.lock().unwrap()[from..running]
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    Event::Watermark(w) => Some(*w),
+                    _ => None,
+                })
+                .collect()
+        };
+        let all = watermarks(0);
+        assert!(
+            all.windows(2).all(|w| w[0] < w[1]),
+            "watermarks went back: {all:?}"
+        );
+        match timeout {
+            // The silent source holds the watermark at MIN, then at its own 9.
+            None => assert_eq!(all, vec![9]),
+            Some(_) => {
+                // The idle source is left out; back with batches far behind, it neither
+                // pulls the watermark back nor holds it (it is not aligned, as in Flink).
+                assert!(all.len() > 10 && all[0] > 9, "watermarks: {all:?}");
+                let after = watermarks(sent_at);
+                assert!(
+                    after.len() > 5,
+                    "the watermark stopped after the late batch"
+                );
+            }
+        }
+    }
+}

@@ -137,3 +137,26 @@ fn misused_session_window_tvf_is_explained() {
         &["TUMBLE: PARTITION BY is supported by the SESSION window TVF only"],
     );
 }
+
+#[test]
+fn monitored_folder_options_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let table = |interval: &str| {
+        format!(
+            "CREATE TABLE t (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'csv', 'source.monitor-interval' = '{interval}');\n",
+            tmp.path().display()
+        )
+    };
+    fails_with(
+        &format!("{}SELECT * FROM t;", table("soon")),
+        &["invalid 'source.monitor-interval' 'soon'", "table 't'"],
+    );
+    fails_with(
+        &format!(
+            "SET 'execution.runtime-mode' = 'batch';\n{}SELECT * FROM t;",
+            table("1 s")
+        ),
+        &["table 't' is unbounded", "remove 'source.monitor-interval'"],
+    );
+}

@@ -123,3 +123,185 @@ fn a_second_job_never_overwrites_committed_output() {
         "the second run replaced files of the first"
     );
 }
+
+/// Writes `part-<i>.csv` with ids `i*100 .. i*100+99` atomically (hidden name, then rename),
+/// as a producer feeding a monitored folder must.
+fn drop_file(dir: &std::path::Path, i: u64) {
+    let ids: String = (i * 100..i * 100 + 100)
+        .map(|id| format!("{id}\n"))
+        .collect();
+    let hidden = dir.join(format!(".part-{i}.csv"));
+    std::fs::write(&hidden, format!("id\n{ids}")).unwrap();
+    std::fs::rename(&hidden, dir.join(format!("part-{i:03}.csv"))).unwrap();
+}
+
+fn wait_for(what: &str, child: &mut std::process::Child, mut done: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "timed out waiting for {what}"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the unbounded job ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// With `source.monitor-interval` the filesystem source is unbounded: files dropped into
+/// the folder while the job runs are read, each exactly once, across SIGKILLs and
+/// restores at other parallelisms (the source's state is the set of files it finished).
+#[test]
+fn monitored_folder_reads_new_files_exactly_once_across_kills() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    let (out, chk) = (tmp.path().join("out"), tmp.path().join("chk"));
+    let script = write_script(
+        tmp.path(),
+        "monitor.sql",
+        &render(
+            "
+CREATE TABLE events (id BIGINT) WITH (
+  'connector' = 'filesystem', 'path' = '${in}', 'format' = 'csv',
+  'source.monitor-interval' = '30 ms'
+);
+CREATE TABLE copy (id BIGINT, twice BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'json');
+INSERT INTO copy SELECT id, id * 2 FROM events;
+",
+            &[
+                ("in", input.to_str().unwrap()),
+                ("out", out.to_str().unwrap()),
+            ],
+        ),
+    );
+    let mut rng = Lcg(7);
+    let mut files = 0;
+    for p in ["2", "3", "1", "2", "3"] {
+        let mut child = spawn(
+            &[
+                script.to_str().unwrap(),
+                "-p",
+                p,
+                "--checkpoint-dir",
+                chk.to_str().unwrap(),
+                "--checkpoint-interval",
+                "60 ms",
+                "--restore",
+                "latest",
+            ],
+            &[],
+        );
+        for _ in 0..6 {
+            drop_file(&input, files);
+            files += 1;
+            std::thread::sleep(std::time::Duration::from_millis(20 + rng.next(60)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(rng.next(300)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    // A last run takes in whatever is left; it never ends by itself.
+    let mut child = spawn(
+        &[
+            script.to_str().unwrap(),
+            "-p",
+            "2",
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+            "--checkpoint-interval",
+            "60 ms",
+            "--restore",
+            "latest",
+        ],
+        &[],
+    );
+    let rows = (files * 100) as usize;
+    wait_for("every row to be committed", &mut child, || {
+        committed_lines(&out).len() >= rows
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut expected: Vec<String> = (0..files * 100)
+        .map(|id| format!("{{\"id\":{id},\"twice\":{}}}", id * 2))
+        .collect();
+    expected.sort();
+    crate::crash::assert_same_rows(committed_lines(&out), &expected, "monitored folder");
+}
+
+/// An idle source does not hold back event time (`table.exec.source.idle-timeout`): a
+/// window over a monitored folder UNION ALL an always-empty one fires while the job runs,
+/// and so does a window whose files all belong to one of two source subtasks.
+#[test]
+fn idle_sources_let_windows_fire() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, quiet) = (tmp.path().join("in"), tmp.path().join("quiet"));
+    std::fs::create_dir(&input).unwrap();
+    std::fs::create_dir(&quiet).unwrap();
+    let out = tmp.path().join("out");
+    let script = write_script(
+        tmp.path(),
+        "idle.sql",
+        &render(
+            "
+SET 'table.exec.source.idle-timeout' = '100 ms';
+CREATE TABLE events (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 10, 3), WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'filesystem', 'path' = '${in}', 'format' = 'csv',
+  'source.monitor-interval' = '20 ms'
+);
+CREATE TABLE silent (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 10, 3), WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'filesystem', 'path' = '${quiet}', 'format' = 'csv',
+  'source.monitor-interval' = '20 ms'
+);
+CREATE TABLE per_second (window_start TIMESTAMP(3), n BIGINT, lo BIGINT, hi BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'json');
+INSERT INTO per_second
+SELECT window_start, COUNT(*), MIN(id), MAX(id)
+FROM TABLE(TUMBLE(TABLE (SELECT * FROM events UNION ALL SELECT * FROM silent),
+                  DESCRIPTOR(ts), INTERVAL '1' SECOND))
+GROUP BY window_start, window_end;
+",
+            &[
+                ("in", input.to_str().unwrap()),
+                ("quiet", quiet.to_str().unwrap()),
+                ("out", out.to_str().unwrap()),
+            ],
+        ),
+    );
+    let mut child = spawn(
+        &[
+            script.to_str().unwrap(),
+            "-p",
+            "2",
+            "--checkpoint-interval",
+            "50 ms",
+        ],
+        &[],
+    );
+    // One file per second of event time, each read before the next is dropped: the
+    // window of second i can fire once second i + 1 arrives.
+    for i in 0..6 {
+        drop_file(&input, i);
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    wait_for("five windows", &mut child, || {
+        committed_lines(&out).len() >= 5
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let expected: Vec<String> = (0..5)
+        .map(|i| {
+            format!(
+                "{{\"window_start\":\"1970-01-01T00:00:0{i}\",\"n\":100,\"lo\":{},\"hi\":{}}}",
+                i * 100,
+                i * 100 + 99
+            )
+        })
+        .collect();
+    assert_eq!(committed_lines(&out), expected);
+}

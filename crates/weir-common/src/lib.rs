@@ -27,5 +27,12 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// FNV-1a: a short, stable hash of a name (sink tags, file owners); the same in every
+/// process and version, unlike the standard library's hasher.
+pub fn fnv32(text: &str) -> u32 {
+    text.bytes()
+        .fold(0x811c_9dc5, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+}
+
 /// The watermark that means "no more data will ever arrive" (Flink's `Long.MAX_VALUE`).
 pub const MAX_WATERMARK: i64 = i64::MAX;

@@ -55,7 +55,7 @@ impl BatchScan for ConnectorBatchScan {
         if !factory.is_bounded() {
             return Err(Error::plan(format!(
                 "table '{}' is unbounded; batch mode reads bounded tables only (set 'number-of-rows' \
-                 or a sequence end, or run in streaming mode)",
+                 or a sequence end, remove 'source.monitor-interval', or run in streaming mode)",
                 table.name
             )));
         }

@@ -94,7 +94,11 @@ async fn native_parquet_scan(
         (Some("filesystem"), Some(f), Some(p)) if f.eq_ignore_ascii_case("parquet") => p,
         _ => return Ok(None),
     };
-    if path.contains("://") || !table.partitioned_by.is_empty() {
+    // Remote, partitioned and monitored (unbounded) tables go through the connector.
+    if path.contains("://")
+        || !table.partitioned_by.is_empty()
+        || options.get("source.monitor-interval").is_some()
+    {
         return Ok(None);
     }
     let dir = std::path::Path::new(path);

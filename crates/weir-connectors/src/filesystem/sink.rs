@@ -148,7 +148,7 @@ impl TwoPhaseCommitSink for FileSink {
             prefix: format!(
                 "part-{}-{:08x}-{}-",
                 task.attempt.simple(),
-                fnv32(&task.vertex_uid),
+                weir_common::fnv32(&task.vertex_uid),
                 task.subtask
             ),
             counter: 0,
@@ -166,12 +166,6 @@ impl TwoPhaseCommitSink for FileSink {
             root: self.root.clone(),
         })
     }
-}
-
-/// FNV-1a: a short, stable tag of a vertex uid.
-fn fnv32(text: &str) -> u32 {
-    text.bytes()
-        .fold(0x811c_9dc5, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
 }
 
 struct OpenPart {
@@ -468,7 +462,7 @@ impl Committer for FileCommitter {
         let current = task.attempt.simple().to_string();
         // Another sink may write into the same folder (two INSERTs into one table) and
         // still have to re-commit its own pending parts: only this sink's parts are ours.
-        let tag = format!("{:08x}", fnv32(&task.vertex_uid));
+        let tag = format!("{:08x}", weir_common::fnv32(&task.vertex_uid));
         let ours = |name: &str| {
             name.trim_start_matches('.')
                 .strip_prefix("part-")

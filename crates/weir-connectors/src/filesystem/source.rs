@@ -1,6 +1,13 @@
-//! Bounded file source: a file or a folder (recursively; names starting with `.` or `_`
-//! are skipped) of Parquet, CSV or JSON files. Each file is a split; a split's position
-//! is the number of rows already emitted, so a restore resumes mid-file.
+//! File source: a file or a folder (recursively; names starting with `.` or `_` are
+//! skipped) of Parquet, CSV or JSON files. Each file is a split; a split's position is the
+//! number of rows already emitted, so a restore resumes mid-file.
+//!
+//! Bounded by default: the files present when the job starts, dealt round-robin to the
+//! subtasks. With `source.monitor-interval` the source is unbounded (Flink's continuous
+//! file monitoring): each subtask lists the folder every interval and reads the new files
+//! it owns (by a hash of the path); it remembers every file it finished, and the state is
+//! union state, so after a restore at any parallelism each file is read by exactly one
+//! subtask, once.
 
 use super::format::Format;
 use arrow::datatypes::SchemaRef;
@@ -10,8 +17,10 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
 use weir_runtime::storage::resolve;
 use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo};
@@ -21,7 +30,11 @@ pub struct FileSourceFactory {
     format: Format,
     store: Arc<dyn ObjectStore>,
     location: String,
+    root: Path,
+    /// The files of a bounded source.
     files: Vec<Path>,
+    /// `source.monitor-interval`: unbounded, listing the folder this often.
+    monitor: Option<Duration>,
 }
 
 fn is_hidden(path: &Path, root: &Path) -> bool {
@@ -34,37 +47,53 @@ fn is_hidden(path: &Path, root: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// The visible files at `root` (the file itself, or the files of the folder), sorted.
+async fn list_files(store: &dyn ObjectStore, root: &Path, location: &str) -> Result<Vec<Path>> {
+    if let Ok(meta) = store.head(root).await {
+        return Ok(vec![meta.location]);
+    }
+    let mut files: Vec<Path> = store
+        .list(Some(root))
+        .map_ok(|m| m.location)
+        .try_collect::<Vec<_>>()
+        .await
+        .map_err(|e| Error::input(format!("cannot list '{location}': {e}")))?
+        .into_iter()
+        .filter(|p| !is_hidden(p, root))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The subtask that reads `file` in a monitored source of `parallelism` subtasks.
+fn owner(file: &str, parallelism: usize) -> usize {
+    weir_common::fnv32(file) as usize % parallelism.max(1)
+}
+
 impl FileSourceFactory {
     pub async fn try_new(options: &ConnectorOptions, schema: SchemaRef) -> Result<Self> {
         options.check_known("filesystem", super::SOURCE_OPTIONS)?;
-        if options.get("source.monitor-interval").is_some() {
-            return Err(Error::config(format!(
-                "table '{}': 'source.monitor-interval' (continuous file monitoring) is not supported yet; \
-                 the filesystem source reads the files present when the job starts",
-                options.table
-            )));
-        }
+        let monitor = options
+            .get("source.monitor-interval")
+            .map(|v| {
+                weir_common::config::parse_duration(v)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| {
+                        Error::config(format!(
+                            "table '{}': invalid 'source.monitor-interval' '{v}': expected a \
+                             positive duration such as '1 s'",
+                            options.table
+                        ))
+                    })
+            })
+            .transpose()?;
         let format = Format::from_options(options)?;
         let location = options.required("path")?.to_string();
         let resolved = resolve(&location, false, &super::s3_settings(options))?;
         let (store, root) = (resolved.store, resolved.path);
-        let files = match store.head(&root).await {
-            Ok(meta) => vec![meta.location],
-            Err(_) => {
-                let mut files: Vec<Path> = store
-                    .list(Some(&root))
-                    .map_ok(|m| m.location)
-                    .try_collect::<Vec<_>>()
-                    .await
-                    .map_err(|e| Error::input(format!("cannot list '{location}': {e}")))?
-                    .into_iter()
-                    .filter(|p| !is_hidden(p, &root))
-                    .collect();
-                files.sort();
-                files
-            }
-        };
-        if files.is_empty() {
+        let files = list_files(store.as_ref(), &root, &location).await?;
+        if files.is_empty() && monitor.is_none() {
             return Err(Error::input(format!(
                 "table '{}': path '{location}' does not exist or holds no files",
                 options.table
@@ -75,7 +104,9 @@ impl FileSourceFactory {
             format,
             store,
             location,
+            root,
             files,
+            monitor,
         })
     }
 }
@@ -85,23 +116,76 @@ struct FileSplit {
     file: String,
     /// Rows of this file already emitted.
     rows: u64,
+    /// Read completely (a monitored source remembers finished files).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    done: bool,
+}
+
+/// What a monitored source keeps beyond its splits.
+struct Monitor {
+    interval: Duration,
+    root: Path,
+    location: String,
+    /// Files this subtask finished.
+    done: BTreeSet<String>,
+    subtask: usize,
+    parallelism: usize,
+    next_scan: Instant,
 }
 
 impl SourceFactory for FileSourceFactory {
     fn name(&self) -> String {
-        format!(
-            "Source: filesystem ({}, {} files)",
-            self.location,
-            self.files.len()
-        )
+        match self.monitor {
+            Some(every) => format!(
+                "Source: filesystem ({}, monitored every {every:?})",
+                self.location
+            ),
+            None => format!(
+                "Source: filesystem ({}, {} files)",
+                self.location,
+                self.files.len()
+            ),
+        }
     }
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
     fn is_bounded(&self) -> bool {
-        true
+        self.monitor.is_none()
     }
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
+        if let Some(interval) = self.monitor {
+            // Union state: every subtask sees every file's record and keeps its own.
+            let mut monitor = Monitor {
+                interval,
+                root: self.root.clone(),
+                location: self.location.clone(),
+                done: BTreeSet::new(),
+                subtask: task.subtask,
+                parallelism: task.parallelism,
+                next_scan: Instant::now(),
+            };
+            let mut splits = VecDeque::new();
+            for item in restored.map(|s| s.items).unwrap_or_default() {
+                let split: FileSplit = serde_json::from_value(item)?;
+                if owner(&split.file, task.parallelism) != task.subtask {
+                    continue;
+                }
+                if split.done {
+                    monitor.done.insert(split.file);
+                } else {
+                    splits.push_back(split);
+                }
+            }
+            return Ok(Box::new(FileSource {
+                schema: self.schema.clone(),
+                format: self.format,
+                store: self.store.clone(),
+                splits,
+                current: VecDeque::new(),
+                monitor: Some(monitor),
+            }));
+        }
         let splits: VecDeque<FileSplit> = match restored {
             Some(state) => state
                 .items
@@ -116,6 +200,7 @@ impl SourceFactory for FileSourceFactory {
                 .map(|(_, f)| FileSplit {
                     file: f.to_string(),
                     rows: 0,
+                    done: false,
                 })
                 .collect(),
         };
@@ -125,6 +210,7 @@ impl SourceFactory for FileSourceFactory {
             store: self.store.clone(),
             splits,
             current: VecDeque::new(),
+            monitor: None,
         }))
     }
 }
@@ -137,6 +223,7 @@ struct FileSource {
     splits: VecDeque<FileSplit>,
     /// Decoded batches of the first split not yet emitted.
     current: VecDeque<RecordBatch>,
+    monitor: Option<Monitor>,
 }
 
 #[async_trait]
@@ -147,7 +234,13 @@ impl Source for FileSource {
                 return self.next_loaded();
             }
             let Some(split) = self.splits.front().cloned() else {
-                return Ok(SourcePoll::Finished);
+                match self.monitor.as_mut() {
+                    None => return Ok(SourcePoll::Finished),
+                    Some(m) => match m.scan(self.store.as_ref(), &mut self.splits).await? {
+                        Some(wait) => return Ok(SourcePoll::Idle(wait)),
+                        None => continue,
+                    },
+                }
             };
             let path = Path::from(split.file.as_str());
             let read_error =
@@ -174,7 +267,7 @@ impl Source for FileSource {
                 }
             }
             if batches.iter().all(|b| b.num_rows() == 0) {
-                self.splits.pop_front();
+                self.split_done();
                 continue;
             }
             self.current = batches;
@@ -182,12 +275,54 @@ impl Source for FileSource {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let items = self
+        let mut items: Vec<serde_json::Value> = self
             .splits
             .iter()
             .map(serde_json::to_value)
             .collect::<Result<_, _>>()?;
-        Ok(OperatorState::new(StateDistribution::RoundRobin, items))
+        let Some(m) = &self.monitor else {
+            return Ok(OperatorState::new(StateDistribution::RoundRobin, items));
+        };
+        for file in &m.done {
+            items.push(serde_json::to_value(FileSplit {
+                file: file.clone(),
+                rows: 0,
+                done: true,
+            })?);
+        }
+        Ok(OperatorState::new(StateDistribution::Union, items))
+    }
+}
+
+impl Monitor {
+    /// Lists the folder when the interval has passed and queues this subtask's new
+    /// files. Returns how long to wait when there is nothing to read. Cancel-safe: the
+    /// queue changes only after the listing completed.
+    async fn scan(
+        &mut self,
+        store: &dyn ObjectStore,
+        splits: &mut VecDeque<FileSplit>,
+    ) -> Result<Option<Duration>> {
+        let now = Instant::now();
+        if now < self.next_scan {
+            return Ok(Some(self.next_scan - now));
+        }
+        let files = list_files(store, &self.root, &self.location).await?;
+        self.next_scan = Instant::now() + self.interval;
+        for file in files {
+            let file = file.to_string();
+            if owner(&file, self.parallelism) == self.subtask
+                && !self.done.contains(&file)
+                && !splits.iter().any(|s| s.file == file)
+            {
+                splits.push_back(FileSplit {
+                    file,
+                    rows: 0,
+                    done: false,
+                });
+            }
+        }
+        Ok(splits.is_empty().then_some(self.interval))
     }
 }
 
@@ -197,8 +332,17 @@ impl FileSource {
         let batch = self.current.pop_front().expect("non-empty");
         self.splits[0].rows += batch.num_rows() as u64;
         if self.current.is_empty() {
-            self.splits.pop_front();
+            self.split_done();
         }
         Ok(SourcePoll::Batch(batch))
+    }
+
+    /// The first split is read completely.
+    fn split_done(&mut self) {
+        if let Some(split) = self.splits.pop_front() {
+            if let Some(m) = self.monitor.as_mut() {
+                m.done.insert(split.file);
+            }
+        }
     }
 }

@@ -32,11 +32,16 @@ pub enum StateDistribution {
     KeyGroups,
 }
 
-/// State of one operator in one subtask: a list of JSON items.
+/// State of one operator in one subtask: a list of JSON items, and binary payloads (keyed
+/// state as Arrow IPC) that items refer to as `"payload": <index>`. Payloads are stored
+/// raw after the JSON in the task's state file, never inside it, and move with their items
+/// when state is redistributed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OperatorState {
     pub distribution: StateDistribution,
     pub items: Vec<serde_json::Value>,
+    #[serde(skip)]
+    pub payloads: Vec<bytes::Bytes>,
 }
 
 impl OperatorState {
@@ -44,7 +49,35 @@ impl OperatorState {
         Self {
             distribution,
             items,
+            payloads: Vec::new(),
         }
+    }
+
+    /// Keeps `bytes` and returns the reference an item stores under `"payload"`.
+    pub fn add_payload(&mut self, bytes: bytes::Bytes) -> serde_json::Value {
+        self.payloads.push(bytes);
+        serde_json::json!(self.payloads.len() - 1)
+    }
+
+    /// The payload an item refers to.
+    pub fn payload(&self, item: &serde_json::Value) -> weir_common::Result<&bytes::Bytes> {
+        item.get("payload")
+            .and_then(|p| p.as_u64())
+            .and_then(|p| self.payloads.get(p as usize))
+            .ok_or_else(|| {
+                weir_common::Error::Checkpoint(format!(
+                    "corrupt operator state: item {item} refers to no stored payload"
+                ))
+            })
+    }
+
+    /// Adds an item taken from `from`, with the payload it refers to (if any).
+    pub fn push_from(&mut self, from: &OperatorState, item: &serde_json::Value) {
+        let mut item = item.clone();
+        if let Ok(p) = from.payload(&item) {
+            item["payload"] = self.add_payload(p.clone());
+        }
+        self.items.push(item);
     }
 }
 
@@ -89,6 +122,10 @@ impl VertexEntry {
                 .all(|s| s.status != SubtaskStatus::Running)
     }
 }
+
+/// Version of the checkpoint format this Weir writes and reads: 2 stores keyed state as
+/// raw Arrow IPC payloads after each task file's JSON header.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The `_metadata` file.
 #[derive(Debug, Clone, Serialize, Deserialize)]

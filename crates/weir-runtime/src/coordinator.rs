@@ -304,7 +304,7 @@ impl Coordinator {
             })
             .collect();
         let meta = CheckpointMetadata {
-            format_version: 1,
+            format_version: crate::checkpoint::FORMAT_VERSION,
             job_id: self.job_id.to_string(),
             checkpoint_id: p.id,
             savepoint: false,

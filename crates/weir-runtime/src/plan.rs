@@ -68,27 +68,22 @@ pub fn redistribute(
     max_parallelism: usize,
 ) -> Vec<OperatorState> {
     let distribution = states.first().map(|s| s.distribution).unwrap_or_default();
-    let items: Vec<_> = states
+    let items = states
         .iter()
-        .flat_map(|s| s.items.iter().cloned())
-        .collect();
+        .flat_map(|s| s.items.iter().map(move |item| (s, item)));
     let mut out: Vec<OperatorState> = (0..parallelism)
         .map(|_| OperatorState::new(distribution, Vec::new()))
         .collect();
-    match distribution {
-        StateDistribution::RoundRobin => {
-            for (k, item) in items.into_iter().enumerate() {
-                out[k % parallelism].items.push(item);
-            }
-        }
-        StateDistribution::ToFirst => out[0].items = items,
-        StateDistribution::Union => out.iter_mut().for_each(|o| o.items = items.clone()),
-        StateDistribution::KeyGroups => {
-            for item in items {
+    for (k, (from, item)) in items.enumerate() {
+        match distribution {
+            StateDistribution::RoundRobin => out[k % parallelism].push_from(from, item),
+            StateDistribution::ToFirst => out[0].push_from(from, item),
+            StateDistribution::Union => out.iter_mut().for_each(|o| o.push_from(from, item)),
+            StateDistribution::KeyGroups => {
                 let kg = item.get("kg").and_then(|k| k.as_u64()).unwrap_or(0) as usize;
                 let owner =
                     crate::exchange::subtask_for_key_group(kg, parallelism, max_parallelism);
-                out[owner].items.push(item);
+                out[owner].push_from(from, item);
             }
         }
     }
@@ -241,5 +236,29 @@ mod tests {
         let keyed = redistribute(&[kg(0), kg(127), kg(64)], 2, 128);
         assert_eq!(keyed[0].items, vec![serde_json::json!({"kg": 0})]);
         assert_eq!(keyed[1].items.len(), 2);
+    }
+
+    #[test]
+    fn payloads_move_with_their_items() {
+        let state = |groups: &[(u64, &'static str)]| {
+            let mut s = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
+            for (kg, bytes) in groups {
+                let payload = s.add_payload(bytes::Bytes::from_static(bytes.as_bytes()));
+                s.items
+                    .push(serde_json::json!({"kg": kg, "payload": payload}));
+            }
+            s
+        };
+        let old = [state(&[(0, "a0"), (127, "a127")]), state(&[(1, "b1")])];
+        let new = redistribute(&old, 2, 128);
+        let contents = |s: &OperatorState| -> Vec<String> {
+            s.items
+                .iter()
+                .map(|i| String::from_utf8(s.payload(i).unwrap().to_vec()).unwrap())
+                .collect()
+        };
+        assert_eq!(contents(&new[0]), vec!["a0", "b1"]);
+        assert_eq!(contents(&new[1]), vec!["a127"]);
+        assert_eq!(new[0].payloads.len(), 2);
     }
 }

@@ -160,17 +160,17 @@ impl CheckpointStorage {
         self.checkpoint_path(id).to_string()
     }
 
+    /// Writes a task's state file (see [`encode_task_state`]).
     pub async fn write_task_state(
         &self,
         id: CheckpointId,
         file: &str,
         snapshot: &TaskSnapshot,
     ) -> Result<String> {
-        let bytes = serde_json::to_vec(snapshot)?;
         self.store
             .put(
                 &self.checkpoint_path(id).join(file),
-                PutPayload::from(bytes),
+                encode_task_state(snapshot)?,
             )
             .await?;
         Ok(file.to_string())
@@ -242,28 +242,37 @@ impl RestoredCheckpoint {
     /// Opens the checkpoint at `location` (its folder or its `_metadata` file).
     pub async fn open(location: &str) -> Result<Self> {
         let (store, path) = resolve_location(location.trim_end_matches("/_metadata"))?;
-        Self::open_at(store, path).await
+        Self::open_at(store, path.clone()).await?.ok_or_else(|| {
+            Error::Checkpoint(format!(
+                "'{path}' is not a completed checkpoint: it has no _metadata"
+            ))
+        })
     }
 
-    async fn open_at(store: Arc<dyn ObjectStore>, path: Path) -> Result<Self> {
+    /// The checkpoint at `path`; `None` if it has no `_metadata` (not completed).
+    async fn open_at(store: Arc<dyn ObjectStore>, path: Path) -> Result<Option<Self>> {
         let meta_path = path.clone().join("_metadata");
         let bytes = match store.get(&meta_path).await {
             Ok(r) => r.bytes().await?,
-            Err(object_store::Error::NotFound { .. }) => {
-                return Err(Error::Checkpoint(format!(
-                    "'{path}' is not a completed checkpoint: it has no _metadata"
-                )));
-            }
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         let metadata: CheckpointMetadata = serde_json::from_slice(&bytes).map_err(|e| {
             Error::Checkpoint(format!("corrupt checkpoint metadata '{meta_path}': {e}"))
         })?;
-        Ok(Self {
+        if metadata.format_version != crate::checkpoint::FORMAT_VERSION {
+            return Err(Error::Checkpoint(format!(
+                "checkpoint '{path}' has format version {}, this Weir reads version {}; \
+                 restore it with the Weir that wrote it, or start without --restore",
+                metadata.format_version,
+                crate::checkpoint::FORMAT_VERSION
+            )));
+        }
+        Ok(Some(Self {
             store,
             path,
             metadata,
-        })
+        }))
     }
 
     /// The most recently completed checkpoint or savepoint of any job under `dir`.
@@ -277,7 +286,7 @@ impl RestoredCheckpoint {
                 if !chk.filename().is_some_and(|f| f.starts_with("chk-")) {
                     continue;
                 }
-                let Ok(found) = Self::open_at(store.clone(), chk).await else {
+                let Some(found) = Self::open_at(store.clone(), chk).await? else {
                     continue;
                 };
                 let newer = best.as_ref().is_none_or(|b| {
@@ -299,6 +308,111 @@ impl RestoredCheckpoint {
             .await?
             .bytes()
             .await?;
-        Ok(serde_json::from_slice(&bytes)?)
+        decode_task_state(bytes)
+            .map_err(|e| Error::Checkpoint(format!("task state '{}/{file}': {e}", self.path)))
+    }
+}
+
+/// First bytes of a task state file.
+const STATE_MAGIC: &[u8] = b"WEIR-TASK-STATE-2\n";
+
+/// The JSON part of a task state file: the snapshot without payloads, and the sizes of the
+/// payloads of each state (source first, if any, then the operators) that follow it.
+#[derive(serde::Serialize)]
+struct HeaderRef<'a> {
+    snapshot: &'a TaskSnapshot,
+    payloads: Vec<Vec<u64>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Header {
+    snapshot: TaskSnapshot,
+    payloads: Vec<Vec<u64>>,
+}
+
+/// A task state file: magic, the JSON header's length (u64, little endian), the JSON
+/// header, then every payload's raw bytes in order — no base64, no escaping, written
+/// from the payloads' own buffers.
+pub fn encode_task_state(snapshot: &TaskSnapshot) -> Result<PutPayload> {
+    let states = snapshot.source.iter().chain(&snapshot.operators);
+    let header = serde_json::to_vec(&HeaderRef {
+        snapshot,
+        payloads: states
+            .clone()
+            .map(|s| s.payloads.iter().map(|p| p.len() as u64).collect())
+            .collect(),
+    })?;
+    let mut head = Vec::with_capacity(STATE_MAGIC.len() + 8 + header.len());
+    head.extend_from_slice(STATE_MAGIC);
+    head.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    head.extend_from_slice(&header);
+    Ok(std::iter::once(bytes::Bytes::from(head))
+        .chain(states.flat_map(|s| s.payloads.iter().cloned()))
+        .collect())
+}
+
+/// Reads a file written by [`encode_task_state`]; payloads are slices of `bytes`.
+pub fn decode_task_state(bytes: bytes::Bytes) -> Result<TaskSnapshot> {
+    let corrupt = |what: &str| Error::Checkpoint(format!("not a Weir task state file: {what}"));
+    if !bytes.starts_with(STATE_MAGIC) {
+        return Err(corrupt("unknown format (written by an older Weir?)"));
+    }
+    let mut at = STATE_MAGIC.len();
+    let len = bytes
+        .get(at..at + 8)
+        .ok_or_else(|| corrupt("truncated header"))?;
+    let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
+    at += 8;
+    let header = bytes
+        .get(at..at.saturating_add(len))
+        .ok_or_else(|| corrupt("truncated header"))?;
+    let Header {
+        mut snapshot,
+        payloads,
+    } = serde_json::from_slice(header)?;
+    at += len;
+    let states = snapshot.source.iter_mut().chain(&mut snapshot.operators);
+    for (state, sizes) in states.zip(payloads) {
+        for size in sizes {
+            let end = at
+                .checked_add(size as usize)
+                .filter(|end| *end <= bytes.len())
+                .ok_or_else(|| corrupt("truncated payload"))?;
+            state.payloads.push(bytes.slice(at..end));
+            at = end;
+        }
+    }
+    Ok(snapshot)
+}
+
+#[cfg(test)]
+mod state_file_tests {
+    use super::*;
+    use crate::checkpoint::{OperatorState, StateDistribution};
+
+    #[test]
+    fn task_state_round_trips_with_payloads_and_rejects_truncation() {
+        let mut op = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
+        for (kg, text) in [(3, "first"), (9, "")] {
+            let payload = op.add_payload(bytes::Bytes::from(text));
+            op.items
+                .push(serde_json::json!({"kg": kg, "payload": payload}));
+        }
+        let snapshot = TaskSnapshot {
+            source: Some(OperatorState::new(
+                StateDistribution::RoundRobin,
+                vec![serde_json::json!({"file": "a", "rows": 7})],
+            )),
+            operators: vec![OperatorState::default(), op.clone()],
+        };
+        let file: bytes::Bytes = encode_task_state(&snapshot).unwrap().into();
+        let back = decode_task_state(file.clone()).unwrap();
+        assert_eq!(back.source, snapshot.source);
+        assert_eq!(back.operators, snapshot.operators);
+        assert_eq!(back.operators[1].payloads, op.payloads);
+        let err = decode_task_state(file.slice(..file.len() - 1)).unwrap_err();
+        assert!(err.to_string().contains("truncated payload"), "{err}");
+        let err = decode_task_state(bytes::Bytes::from_static(b"{\"operators\":[]}")).unwrap_err();
+        assert!(err.to_string().contains("older Weir"), "{err}");
     }
 }

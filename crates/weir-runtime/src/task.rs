@@ -501,7 +501,7 @@ impl Task {
         st.state_bytes = bytes;
         self.output.broadcast(Message::Barrier(barrier)).await?;
         let file = format!(
-            "{}-{}.json",
+            "{}-{}.state",
             self.info
                 .vertex_uid
                 .replace(|c: char| !c.is_ascii_alphanumeric(), "_"),

@@ -212,9 +212,5 @@ pub fn keyed_snapshot<'a>(
     let all = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
     // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
     let hashed: Vec<usize> = (0..keys.len()).collect();
-    let items = super::state::keyed_items(&all, &hashed, max_parallelism)?;
-    Ok(weir_runtime::OperatorState::new(
-        weir_runtime::StateDistribution::KeyGroups,
-        items,
-    ))
+    super::state::keyed_state(&all, &hashed, max_parallelism)
 }

@@ -14,7 +14,7 @@
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
 
-use super::state::{Ttl, decode_batches, keyed_items, now_ms};
+use super::state::{Ttl, item_batches, keyed_items, now_ms};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
@@ -344,9 +344,10 @@ fn gather(batches: &[RecordBatch], picks: &[(usize, usize)], column: usize) -> R
 #[async_trait]
 impl Operator for JoinOperator {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        for item in restored.map(|s| s.items).unwrap_or_default() {
+        let restored = restored.unwrap_or_default();
+        for item in &restored.items {
             let side = item["side"].as_u64().unwrap_or(0) as usize;
-            for batch in decode_batches(item["batch"].as_str().unwrap_or_default())? {
+            for batch in item_batches(&restored, item)? {
                 // A flagged side (semi join kept side, outer side) carries an `__emitted`
                 // column after its own.
                 let n = self.inputs[side].fields().len();
@@ -512,7 +513,7 @@ impl Operator for JoinOperator {
             JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => s == 1,
             JoinKind::FullOuter => true,
         };
-        let mut items = Vec::new();
+        let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
         for (s, side) in self.sides.iter().enumerate() {
             if side.batches.is_empty() {
                 continue;
@@ -543,11 +544,10 @@ impl Operator for JoinOperator {
                 .map(|row| Some(side.keys.iter().all(|k| !all.column(*k).is_null(row))))
                 .collect();
             let all = arrow::compute::filter_record_batch(&all, &keyed)?;
-            for mut item in keyed_items(&all, &side.keys, self.max_parallelism)? {
-                item["side"] = serde_json::json!(s);
-                items.push(item);
+            for i in keyed_items(&all, &side.keys, self.max_parallelism, &mut state)? {
+                state.items[i]["side"] = serde_json::json!(s);
             }
         }
-        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+        Ok(state)
     }
 }

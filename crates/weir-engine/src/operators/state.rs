@@ -1,37 +1,37 @@
-//! Encoding of keyed operator state: Arrow IPC batches, base64-encoded into the JSON items
-//! of an `OperatorState`.
+//! Encoding of keyed operator state: Arrow IPC batches stored as the binary payloads of an
+//! `OperatorState` (raw bytes beside the JSON items, see `weir_runtime::checkpoint`).
 
 use arrow::array::RecordBatch;
-use weir_common::{Error, Result};
+use bytes::Bytes;
+use weir_common::Result;
+use weir_runtime::OperatorState;
 
-/// One batch as base64 Arrow IPC stream bytes (a JSON string in the state item).
-pub fn encode_batch(batch: &RecordBatch) -> Result<String> {
-    use base64::Engine as _;
+/// One batch as Arrow IPC stream bytes.
+pub fn encode_batch(batch: &RecordBatch) -> Result<Bytes> {
     let mut bytes = Vec::new();
     let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema())?;
     writer.write(batch)?;
     writer.finish()?;
     drop(writer);
-    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    Ok(Bytes::from(bytes))
 }
 
-/// The batches of a string written by [`encode_batch`].
-pub fn decode_batches(text: &str) -> Result<Vec<RecordBatch>> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_err(|e| Error::Checkpoint(format!("corrupt operator state: {e}")))?;
+/// The batches of an item's payload written by [`keyed_items`].
+pub fn item_batches(state: &OperatorState, item: &serde_json::Value) -> Result<Vec<RecordBatch>> {
+    let bytes = state.payload(item)?.clone();
     let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
 
-/// Splits `all` by the key group of its `keys` columns and encodes each part as one state
-/// item `{"kg": …, "batch": …}`, so a restore hands each key group to its new owner.
+/// Splits `all` by the key group of its `keys` columns and adds each part to `state` as an
+/// item `{"kg": …, "payload": …}`, so a restore hands each key group to its new owner.
+/// Returns the positions of the added items.
 pub fn keyed_items(
     all: &RecordBatch,
     keys: &[usize],
     max_parallelism: usize,
-) -> Result<Vec<serde_json::Value>> {
+    state: &mut OperatorState,
+) -> Result<std::ops::Range<usize>> {
     use weir_runtime::exchange::{hash_rows, key_group};
     let mut by_group: std::collections::BTreeMap<usize, Vec<u32>> = Default::default();
     for (row, h) in hash_rows(all, keys)?.into_iter().enumerate() {
@@ -40,19 +40,35 @@ pub fn keyed_items(
             .or_default()
             .push(row as u32);
     }
-    let mut items = Vec::with_capacity(by_group.len());
+    let first = state.items.len();
     for (kg, rows) in by_group {
         let part = arrow::compute::take_record_batch(all, &arrow::array::UInt32Array::from(rows))?;
-        items.push(serde_json::json!({ "kg": kg, "batch": encode_batch(&part)? }));
+        let payload = state.add_payload(encode_batch(&part)?);
+        state
+            .items
+            .push(serde_json::json!({ "kg": kg, "payload": payload }));
     }
-    Ok(items)
+    Ok(first..state.items.len())
+}
+
+/// A keyed state holding `all`, split by the key group of its `keys` columns.
+pub fn keyed_state(
+    all: &RecordBatch,
+    keys: &[usize],
+    max_parallelism: usize,
+) -> Result<OperatorState> {
+    let mut state = OperatorState::new(weir_runtime::StateDistribution::KeyGroups, Vec::new());
+    keyed_items(all, keys, max_parallelism, &mut state)?;
+    Ok(state)
 }
 
 /// Every batch stored by [`keyed_items`] in a restored state.
-pub fn restored_batches(restored: Option<weir_runtime::OperatorState>) -> Result<Vec<RecordBatch>> {
+pub fn restored_batches(restored: Option<OperatorState>) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
-    for item in restored.map(|s| s.items).unwrap_or_default() {
-        out.extend(decode_batches(item["batch"].as_str().unwrap_or_default())?);
+    if let Some(state) = restored {
+        for item in &state.items {
+            out.extend(item_batches(&state, item)?);
+        }
     }
     Ok(out)
 }

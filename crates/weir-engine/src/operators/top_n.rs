@@ -11,7 +11,7 @@
 //! State is keyed and snapshotted per key group as rows of the input schema.
 
 use super::keys;
-use super::state::{Ttl, keyed_items, now_ms, restored_batches};
+use super::state::{Ttl, keyed_state, now_ms, restored_batches};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
@@ -338,8 +338,7 @@ impl Operator for TopN {
         }
         let columns = self.full_rows.convert_rows(rows)?;
         let all = RecordBatch::try_new(keys::nullable(&self.input_schema), columns)?;
-        let items = keyed_items(&all, &self.partition, self.max_parallelism)?;
-        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+        keyed_state(&all, &self.partition, self.max_parallelism)
     }
 }
 

@@ -16,7 +16,7 @@
 //! IPC, so a restore at another parallelism hands every key group to its new owner.
 
 use super::aggregate::AggregateInputs;
-use super::state::{keyed_items, restored_batches};
+use super::state::{keyed_state, restored_batches};
 use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use async_trait::async_trait;
@@ -345,7 +345,6 @@ impl Operator for WindowAggregate {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         };
         let all = arrow::compute::concat_batches(&first.schema(), &parts)?;
-        let items = keyed_items(&all, &(0..k).collect::<Vec<_>>(), self.max_parallelism)?;
-        Ok(OperatorState::new(StateDistribution::KeyGroups, items))
+        keyed_state(&all, &(0..k).collect::<Vec<_>>(), self.max_parallelism)
     }
 }

@@ -233,6 +233,7 @@ pub async fn compile_into(
                 limit,
                 row_number,
                 schema,
+                retract,
             } => {
                 let factory = TopNFactory {
                     partition: partition.clone(),
@@ -242,6 +243,7 @@ pub async fn compile_into(
                     input_schema: plan.output_schema(*input),
                     schema: schema.clone(),
                     state_ttl,
+                    retract: *retract,
                 };
                 keyed_vertex(
                     graph,

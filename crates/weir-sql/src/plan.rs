@@ -115,6 +115,8 @@ pub enum PlanNode {
         /// Whether the output carries the row number (as its last column).
         row_number: bool,
         schema: SchemaRef,
+        /// The input is updating: every row is kept so retracted top rows can be replaced.
+        retract: bool,
     },
     /// Regular inner equi-join of two append-only inputs: every row is kept (keyed by the
     /// join columns) and joined with the rows of the other side that arrived before it.

@@ -734,6 +734,27 @@ impl Planner {
             LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(_)) => {
                 Ok((self.top_n(f, true, nodes)?, Vec::new()))
             }
+            // The optimizer may prune columns between a Top-N's filter and its window:
+            // Filter(Projection(columns; Window)) is Projection(columns; Filter(Window)).
+            LogicalPlan::Filter(f)
+                if matches!(f.input.as_ref(), LogicalPlan::Projection(p)
+                    if matches!(p.input.as_ref(), LogicalPlan::Window(_))
+                        && p.expr.iter().all(|e| matches!(e, Expr::Column(_)))) =>
+            {
+                let LogicalPlan::Projection(p) = f.input.as_ref() else {
+                    unreachable!("matched above");
+                };
+                let filter =
+                    datafusion::logical_expr::Filter::try_new(f.predicate.clone(), p.input.clone())
+                        .map_err(plan_error)?;
+                let projection = datafusion::logical_expr::Projection::try_new_with_schema(
+                    p.expr.clone(),
+                    Arc::new(LogicalPlan::Filter(filter)),
+                    p.schema.clone(),
+                )
+                .map_err(plan_error)?;
+                self.translate(&LogicalPlan::Projection(projection), nodes)
+            }
             LogicalPlan::Window(_) => Err(Error::plan(
                 "OVER windows are not supported in streaming mode yet, except as Top-N: \
                  ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) filtered with `<= n` in an outer query",
@@ -1110,11 +1131,7 @@ impl Planner {
             })
             .collect::<Result<Vec<_>>>()?;
         let input = self.translate_into_node(&w.input, nodes)?;
-        if let Some(producer) = crate::plan::updates_in(nodes, input) {
-            return Err(Error::plan(format!(
-                "Top-N over an updating input ({producer}) is not supported in streaming mode yet"
-            )));
-        }
+        let retract = crate::plan::updates_in(nodes, input).is_some();
         let schema = if rank_used {
             Arc::new(w.schema.as_arrow().clone())
         } else {
@@ -1127,6 +1144,7 @@ impl Planner {
             limit,
             row_number: rank_used,
             schema,
+            retract,
         });
         Ok(nodes.len() - 1)
     }

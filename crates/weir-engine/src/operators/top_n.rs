@@ -1,6 +1,10 @@
-//! `TopN`: `ROW_NUMBER() OVER (PARTITION BY p ORDER BY o) <= n` over an append-only input,
-//! which is also deduplication when `n` is 1 (keep first row for `ORDER BY ts ASC`, last
-//! row for `DESC`).
+//! `TopN`: `ROW_NUMBER() OVER (PARTITION BY p ORDER BY o) <= n`, which is also
+//! deduplication when `n` is 1 (keep first row for `ORDER BY ts ASC`, last row for `DESC`).
+//!
+//! Over an append-only input a partition keeps only its best `n` rows. Over an updating
+//! input (a changelog, e.g. the counts of a `GROUP BY`) it keeps every row, as Flink's
+//! retractable Top-N: a retracted row (`-U`/`-D`) is removed, and a row from below the top
+//! moves up when a top row leaves.
 //!
 //! Input arrives hash-partitioned by the partition columns. Each partition keeps its best
 //! `n` rows in order (ties keep arrival order: a newcomer ranks after equal rows, except
@@ -39,6 +43,8 @@ pub struct TopNFactory {
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`: partitions untouched this long are dropped.
     pub state_ttl: Option<std::time::Duration>,
+    /// The input is a changelog: keep every row, take retracted rows back.
+    pub retract: bool,
 }
 
 impl OperatorFactory for TopNFactory {
@@ -62,10 +68,11 @@ impl OperatorFactory for TopNFactory {
             "TopN"
         };
         format!(
-            "{what}(partition: {}; order: {}; n: {})",
+            "{what}(partition: {}; order: {}; n: {}{})",
             names(&mut self.partition.iter().copied()),
             order.join(", "),
-            self.limit
+            self.limit,
+            if self.retract { "; updating input" } else { "" }
         )
     }
 
@@ -83,7 +90,9 @@ impl OperatorFactory for TopNFactory {
             partition: self.partition.clone(),
             order: self.order.iter().map(|(c, _)| *c).collect(),
             limit: self.limit,
-            replace_ties: self.limit == 1
+            retract: self.retract,
+            replace_ties: !self.retract
+                && self.limit == 1
                 && matches!(self.order.as_slice(), [(c, o)] if o.descending
                     && matches!(field(*c), DataType::Timestamp(..))),
             row_number: self.row_number.then(|| {
@@ -118,6 +127,8 @@ struct TopN {
     partition: Vec<usize>,
     order: Vec<usize>,
     limit: usize,
+    /// The input is a changelog (see the module docs).
+    retract: bool,
     /// Deduplication keeping the last row by a time column (`ORDER BY ts DESC`, n = 1):
     /// as in Flink, a row with the same time replaces the kept one.
     replace_ties: bool,
@@ -128,7 +139,8 @@ struct TopN {
     partition_rows: RowConverter,
     order_rows: RowConverter,
     full_rows: RowConverter,
-    /// Each partition's best rows, best first, and when a row last reached it.
+    /// Each partition's best rows (all its rows when retracting), best first, and when a
+    /// row last reached it.
     tops: HashMap<OwnedRow, (Vec<Entry>, u64)>,
     ttl: Option<Ttl>,
     next_id: u64,
@@ -167,16 +179,47 @@ impl TopN {
     }
 
     /// Inserts one row into `top` (after its equals, or before them when
-    /// `before_ties`); false when it does not make the top.
-    fn insert(top: &mut Vec<Entry>, limit: usize, before_ties: bool, entry: Entry) -> bool {
+    /// `before_ties`), keeping only `limit` rows unless `keep_all`; false when it does not
+    /// make the top.
+    fn insert(
+        top: &mut Vec<Entry>,
+        limit: usize,
+        before_ties: bool,
+        keep_all: bool,
+        entry: Entry,
+    ) -> bool {
         let at =
             top.partition_point(|e| e.sort < entry.sort || (!before_ties && e.sort == entry.sort));
-        if at >= limit {
+        if at >= limit && !keep_all {
             return false;
         }
         top.insert(at, entry);
-        top.truncate(limit);
-        true
+        if !keep_all {
+            top.truncate(limit);
+        }
+        at < limit
+    }
+
+    /// Removes one stored row equal to `row` (a retraction); true when it was in the top.
+    /// A row that is not stored (expired by the state TTL) is ignored, as in Flink.
+    fn remove(
+        top: &mut Vec<Entry>,
+        limit: usize,
+        sort: arrow::row::Row<'_>,
+        row: arrow::row::Row<'_>,
+    ) -> bool {
+        let from = top.partition_point(|e| e.sort.row() < sort);
+        let found = top[from..]
+            .iter()
+            .take_while(|e| e.sort.row() == sort)
+            .position(|e| e.row.row() == row);
+        match found {
+            Some(k) => {
+                top.remove(from + k);
+                from + k < limit
+            }
+            None => false,
+        }
     }
 
     /// The changelog from `old` to `new` of one partition.
@@ -255,8 +298,9 @@ impl Operator for TopN {
         batch: RecordBatch,
         out: &mut Output,
     ) -> Result<()> {
-        if changelog::is_changelog(&batch) {
-            return Err(Error::internal("Top-N over an updating input"));
+        let (batch, ops) = changelog::split(&batch);
+        if ops.is_some() && !self.retract {
+            return Err(Error::internal("append-only Top-N received a changelog"));
         }
         let (partition, order, full) = self.converted(&batch)?;
         // Rows of each partition, in arrival order.
@@ -277,13 +321,17 @@ impl Operator for TopN {
         for rows in members {
             let key = partition.row(rows[0]).owned();
             let mut top = self.tops.remove(&key).map(|t| t.0).unwrap_or_default();
-            let old = top.clone();
+            let old: Vec<Entry> = top.iter().take(self.limit).cloned().collect();
             let mut changed = false;
             for i in rows {
                 let sort = order.row(i);
+                if changelog::kind_at(ops.as_ref(), i).is_retraction() {
+                    changed |= Self::remove(&mut top, self.limit, sort, full.row(i));
+                    continue;
+                }
                 let beaten =
                     |l: &Entry| l.sort.row() < sort || (!self.replace_ties && l.sort.row() == sort);
-                if top.len() == self.limit && top.last().is_some_and(beaten) {
+                if !self.retract && top.len() == self.limit && top.last().is_some_and(beaten) {
                     continue; // the common case: not good enough, nothing allocated
                 }
                 let entry = Entry {
@@ -292,12 +340,15 @@ impl Operator for TopN {
                     row: full.row(i).owned(),
                 };
                 self.next_id += 1;
-                changed |= Self::insert(&mut top, self.limit, self.replace_ties, entry);
+                changed |=
+                    Self::insert(&mut top, self.limit, self.replace_ties, self.retract, entry);
             }
             if changed {
-                self.diff(&old, &top, &mut changes);
+                self.diff(&old, &top[..top.len().min(self.limit)], &mut changes);
             }
-            self.tops.insert(key, (top, now));
+            if !top.is_empty() {
+                self.tops.insert(key, (top, now));
+            }
         }
         if changes.rows.is_empty() {
             return Ok(());

@@ -197,6 +197,11 @@ fn golden_interval_join() {
 }
 
 #[test]
+fn golden_inner_joins_over_updating_inputs() {
+    golden("updating_join");
+}
+
+#[test]
 fn golden_anti_join() {
     golden("anti_join");
 }

@@ -129,6 +129,7 @@ pub async fn compile_into(
                     expiry: *expiry,
                     schema: schema.clone(),
                     state_ttl,
+                    updating: plan.updates(*left).is_some() || plan.updates(*right).is_some(),
                 };
                 let v = graph.add_vertex(Vertex {
                     uid: uid("join"),

@@ -198,10 +198,13 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
                 kind: JoinKind::LeftAnti | JoinKind::RightAnti,
                 ..
             } => Some("AntiJoin"),
+            // An inner join of an updating input takes rows back too.
+            PlanNode::Join { left, right, .. } => updates_in(nodes, *left)
+                .or(updates_in(nodes, *right))
+                .map(|_| "Join"),
             PlanNode::Scan { .. }
             | PlanNode::WindowAggregate { .. }
-            | PlanNode::SessionAggregate { .. }
-            | PlanNode::Join { .. } => None,
+            | PlanNode::SessionAggregate { .. } => None,
             PlanNode::GroupAggregate { .. } => Some("GroupAggregate"),
             PlanNode::TopN { limit: 1, .. } => Some("Deduplicate"),
             PlanNode::TopN { .. } => Some("TopN"),

@@ -807,11 +807,12 @@ impl Planner {
                 }
                 let left = self.translate_into_node(&j.left, nodes)?;
                 let right = self.translate_into_node(&j.right, nodes)?;
-                if let Some(producer) =
-                    crate::plan::updates_in(nodes, left).or(crate::plan::updates_in(nodes, right))
-                {
+                let updating =
+                    crate::plan::updates_in(nodes, left).or(crate::plan::updates_in(nodes, right));
+                if let (Some(producer), false) = (updating, kind == crate::plan::JoinKind::Inner) {
                     return Err(Error::plan(format!(
-                        "a join over an updating input ({producer}) is not supported in streaming mode yet"
+                        "a {kind:?} join over an updating input ({producer}) is not supported in \
+                         streaming mode yet (inner joins over updating inputs are)"
                     )));
                 }
                 let (mut left_keys, mut right_keys) = (Vec::new(), Vec::new());
@@ -849,6 +850,8 @@ impl Planner {
                         && !crate::plan::is_processing_time(nodes, left, left_keys[*i])
                 });
                 let expiry = match window_key {
+                    // Rows of an updating input stay until retracted.
+                    _ if updating.is_some() => [None, None],
                     // A window's rows: until the watermark passes the window's end.
                     Some(k) => [Some((left_keys[k], -1)), Some((right_keys[k], -1))],
                     None => interval_expiry(j, nodes, left, right),

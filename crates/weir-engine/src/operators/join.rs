@@ -1,4 +1,5 @@
-//! `Join`: regular (unbounded) inner, outer and semi equi-joins of two append-only inputs.
+//! `Join`: regular (unbounded) inner, outer and semi equi-joins of two append-only inputs,
+//! and inner joins of updating inputs.
 //!
 //! Both inputs arrive hash-partitioned by their join columns. Every row is stored under its
 //! key and joined with the rows of the other side stored before it, so each matching pair
@@ -10,6 +11,9 @@
 //! its first match arrives: its output is a changelog; which outer rows have matched is
 //! kept (and checkpointed) the same way. An anti join (`NOT EXISTS`) emits a kept row
 //! that arrives without a match and retracts it when its first match arrives.
+//! An inner join with an updating input (a changelog) removes a stored row when an equal
+//! row is retracted (`-U`/`-D`) and emits the retracted joined rows with that kind; its
+//! output is a changelog. Retracted rows are compacted away once they outnumber live ones.
 //! The state grows with the input unless a state TTL drops rows stored longer ago; it is keyed, so a snapshot stores each key
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
@@ -44,6 +48,8 @@ pub struct JoinOperatorFactory {
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`: stored rows older than this are dropped.
     pub state_ttl: Option<std::time::Duration>,
+    /// An input is a changelog (inner joins only): the output is one too.
+    pub updating: bool,
 }
 
 impl OperatorFactory for JoinOperatorFactory {
@@ -73,9 +79,16 @@ impl OperatorFactory for JoinOperatorFactory {
                 .iter()
                 .map(|k| SortField::new(self.inputs[s].field(*k).data_type().clone()))
                 .collect();
+            let all_fields = self.inputs[s]
+                .fields()
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect();
             Ok(Side {
                 keys: self.keys[s].clone(),
                 converter: RowConverter::new(fields)?,
+                full: RowConverter::new(all_fields)?,
+                dead: std::collections::HashSet::new(),
                 batches: Vec::new(),
                 index: HashMap::new(),
                 emitted: Vec::new(),
@@ -103,6 +116,7 @@ impl OperatorFactory for JoinOperatorFactory {
             schema: self.schema.clone(),
             ttl: Ttl::new(self.state_ttl),
             max_parallelism: task.max_parallelism,
+            updating: self.updating,
         }))
     }
 }
@@ -110,6 +124,10 @@ impl OperatorFactory for JoinOperatorFactory {
 struct Side {
     keys: Vec<usize>,
     converter: RowConverter,
+    /// Converts whole rows, to find the stored row a retraction takes back.
+    full: RowConverter,
+    /// Stored rows taken back by retractions (no longer in the index).
+    dead: std::collections::HashSet<(usize, usize)>,
     batches: Vec<RecordBatch>,
     index: HashMap<OwnedRow, Vec<(usize, usize)>>,
     /// Semi joins, kept side: which stored rows were emitted; outer sides: which matched.
@@ -152,6 +170,60 @@ impl Side {
         Ok(keys)
     }
 
+    /// Takes back one stored row equal to `row` under `key`; false when none is stored.
+    fn remove(&mut self, key: &OwnedRow, row: arrow::row::Row<'_>) -> Result<bool> {
+        let Some(candidates) = self.index.get(key) else {
+            return Ok(false);
+        };
+        let mut found = None;
+        for (k, (b, i)) in candidates.iter().enumerate() {
+            let stored = self
+                .full
+                .convert_columns(self.batches[*b].slice(*i, 1).columns())?;
+            if stored.row(0) == row {
+                found = Some(k);
+                break;
+            }
+        }
+        let Some(k) = found else {
+            return Ok(false);
+        };
+        let rows = self.index.get_mut(key).expect("looked up");
+        let at = rows.swap_remove(k);
+        if rows.is_empty() {
+            self.index.remove(key);
+        }
+        self.dead.insert(at);
+        Ok(true)
+    }
+
+    /// Rebuilds the stored rows without the dead ones once those are the majority.
+    fn compact(&mut self, schema: &SchemaRef) -> Result<()> {
+        let stored: usize = self.batches.iter().map(|b| b.num_rows()).sum();
+        if self.dead.len() < 1024 || self.dead.len() * 2 < stored {
+            return Ok(());
+        }
+        let mut live = Vec::with_capacity(self.batches.len());
+        for (b, batch) in self.batches.iter().enumerate() {
+            let keep: arrow::array::BooleanArray = (0..batch.num_rows())
+                .map(|i| Some(!self.dead.contains(&(b, i))))
+                .collect();
+            live.push(arrow::compute::filter_record_batch(batch, &keep)?);
+        }
+        let live = arrow::compute::concat_batches(schema, &live)?;
+        let born = self.born.iter().copied().max().unwrap_or_else(now_ms);
+        self.batches.clear();
+        self.index.clear();
+        self.emitted.clear();
+        self.born.clear();
+        self.latest.clear();
+        self.dead.clear();
+        self.first = i64::MAX;
+        self.store(live)?;
+        self.born[0] = born;
+        Ok(())
+    }
+
     /// Drops the batches stored before `cutoff` (state TTL).
     fn expire(&mut self, cutoff: u64) {
         let born = std::mem::take(&mut self.born);
@@ -190,6 +262,7 @@ impl Side {
             self.batches[*b] = RecordBatch::new_empty(self.batches[*b].schema());
             self.emitted[*b] = Vec::new();
         }
+        self.dead.retain(|(b, _)| !expired.contains(b));
         let empty = |b: usize| self.batches[b].num_rows() == 0;
         self.index.retain(|_, rows| {
             rows.retain(|(b, _)| !empty(*b));
@@ -208,9 +281,109 @@ struct JoinOperator {
     schema: SchemaRef,
     ttl: Option<Ttl>,
     max_parallelism: usize,
+    /// Inner join with a changelog input (see the module docs).
+    updating: bool,
 }
 
 impl JoinOperator {
+    /// Inner join when an input updates: retractions take stored rows back. A batch is
+    /// applied as retractions of stored rows, then its new rows, then the retractions of
+    /// rows that only this batch added (rows are equal by content, so this order gives the
+    /// same multiset as applying the rows one by one).
+    fn inner_changelog(&mut self, this: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        let other = 1 - this;
+        let (data, ops) = changelog::split(&batch);
+        let kinds: Vec<RowKind> = (0..data.num_rows())
+            .map(|i| changelog::kind_at(ops.as_ref(), i))
+            .collect();
+        let side = &self.sides[this];
+        let key_columns: Vec<ArrayRef> =
+            side.keys.iter().map(|k| data.column(*k).clone()).collect();
+        let key_rows = side.converter.convert_columns(&key_columns)?;
+        let full_rows = side.full.convert_columns(data.columns())?;
+        let key =
+            |i: usize| (!key_columns.iter().any(|c| c.is_null(i))).then(|| key_rows.row(i).owned());
+        // Rows of `data` that change the join, in output order.
+        let mut changed: Vec<usize> = Vec::new();
+        let mut deferred = Vec::new();
+        for i in (0..data.num_rows()).filter(|i| kinds[*i].is_retraction()) {
+            let Some(k) = key(i) else { continue };
+            if self.sides[this].remove(&k, full_rows.row(i))? {
+                changed.push(i);
+            } else {
+                deferred.push((i, k));
+            }
+        }
+        let added: Vec<u32> = (0..data.num_rows() as u32)
+            .filter(|i| !kinds[*i as usize].is_retraction())
+            .collect();
+        if !added.is_empty() {
+            let rows = arrow::compute::take_record_batch(
+                &data,
+                &arrow::array::UInt32Array::from(added.clone()),
+            )?;
+            self.sides[this].store(rows)?;
+            changed.extend(
+                added
+                    .iter()
+                    .map(|i| *i as usize)
+                    .filter(|i| key(*i).is_some()),
+            );
+        }
+        for (i, k) in deferred {
+            // A retraction of a row never stored (expired by the TTL) changes nothing.
+            if self.sides[this].remove(&k, full_rows.row(i))? {
+                changed.push(i);
+            }
+        }
+        self.sides[this].compact(&self.inputs[this])?;
+        // Pairs (row of `data`, stored row of the other side).
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+        for i in changed {
+            let Some(k) = key(i) else { continue };
+            if let Some(matches) = self.sides[other].index.get(&k) {
+                for m in matches {
+                    mine.push(i as u32);
+                    theirs.push(*m);
+                }
+            }
+        }
+        if mine.is_empty() {
+            return Ok(());
+        }
+        let mine = arrow::array::UInt32Array::from(mine);
+        let own = arrow::compute::take_record_batch(&data, &mine)?;
+        let mut columns = Vec::with_capacity(self.combined.fields().len());
+        for side in [0, 1] {
+            for c in 0..self.inputs[side].fields().len() {
+                columns.push(if side == this {
+                    own.column(c).clone()
+                } else {
+                    gather(&self.sides[other].batches, &theirs, c)?
+                });
+            }
+        }
+        let mut joined = RecordBatch::try_new(self.combined.clone(), columns)?;
+        // Each joined row has the kind of this side's row.
+        let mut kinds: ArrayRef = Arc::new(
+            mine.values()
+                .iter()
+                .map(|i| Some(kinds[*i as usize] as i8))
+                .collect::<arrow::array::Int8Array>(),
+        );
+        if let Some(filter) = &self.filter {
+            let mask = filter.evaluate(&joined)?.into_array(joined.num_rows())?;
+            joined = arrow::compute::filter_record_batch(&joined, mask.as_boolean())?;
+            kinds = arrow::compute::filter(&kinds, mask.as_boolean())?;
+        }
+        if joined.num_rows() > 0 {
+            let joined = RecordBatch::try_new(self.schema.clone(), joined.columns().to_vec())
+                .unwrap_or(joined);
+            out.emit(changelog::attach(&joined, kinds)?);
+        }
+        Ok(())
+    }
+
     /// Joined rows in the output's columns, all nullable: the left columns of `left`'s
     /// stored rows (NULLs when `None`), then the right columns of `right`'s.
     fn rows(
@@ -383,6 +556,9 @@ impl Operator for JoinOperator {
         ) {
             return self.semi(input.min(1), batch, out);
         }
+        if self.updating {
+            return self.inner_changelog(input.min(1), batch, out);
+        }
         let (this, other) = (input.min(1), 1 - input.min(1));
         let stored = self.sides[this].batches.len();
         let rows = batch.num_rows();
@@ -539,9 +715,21 @@ impl Operator for JoinOperator {
             } else {
                 all
             };
-            // Rows with a NULL key never match: they are not kept.
+            // Rows with a NULL key never match and retracted rows are gone: neither is kept.
+            let positions: Vec<(usize, usize)> = match side.dead.is_empty() {
+                true => Vec::new(),
+                false => side
+                    .batches
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(b, batch)| (0..batch.num_rows()).map(move |i| (b, i)))
+                    .collect(),
+            };
+            let dead = |row: usize| !positions.is_empty() && side.dead.contains(&positions[row]);
             let keyed: arrow::array::BooleanArray = (0..all.num_rows())
-                .map(|row| Some(side.keys.iter().all(|k| !all.column(*k).is_null(row))))
+                .map(|row| {
+                    Some(side.keys.iter().all(|k| !all.column(*k).is_null(row)) && !dead(row))
+                })
                 .collect();
             let all = arrow::compute::filter_record_batch(&all, &keyed)?;
             for i in keyed_items(&all, &side.keys, self.max_parallelism, &mut state)? {

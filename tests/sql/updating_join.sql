@@ -1,0 +1,37 @@
+-- Inner joins over updating inputs: a table joined with per-customer totals (a GROUP BY,
+-- with an extra condition in ON), two updating inputs joined (totals and each customer's
+-- latest order, a deduplication), and an aggregate over such a join's changelog.
+CREATE TABLE orders (id BIGINT, customer BIGINT, amount INT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '1000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000',
+  'fields.customer.min' = '1', 'fields.customer.max' = '120',
+  'fields.amount.min' = '1', 'fields.amount.max' = '500'
+);
+CREATE TABLE customers (id BIGINT, budget INT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '100',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '150',
+  'fields.budget.min' = '2000', 'fields.budget.max' = '14000'
+);
+CREATE VIEW totals AS
+SELECT customer, COUNT(*) AS n, CAST(SUM(amount) AS INT) AS spent FROM orders GROUP BY customer;
+CREATE VIEW latest AS
+SELECT customer, id, amount FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY customer ORDER BY id DESC) AS rn FROM orders)
+WHERE rn = 1;
+
+CREATE TABLE over_budget (customer BIGINT, budget INT, spent INT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/over_budget', 'format' = 'debezium-json');
+CREATE TABLE with_latest (customer BIGINT, n BIGINT, last_id BIGINT, last_amount INT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/with_latest', 'format' = 'debezium-json');
+CREATE TABLE summary (customers BIGINT, orders BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/summary', 'format' = 'debezium-json');
+
+INSERT INTO over_budget
+SELECT c.id, c.budget, t.spent
+FROM customers AS c JOIN totals AS t ON c.id = t.customer AND t.spent > c.budget;
+
+INSERT INTO with_latest
+SELECT t.customer, t.n, l.id, l.amount FROM totals AS t JOIN latest AS l ON t.customer = l.customer;
+
+INSERT INTO summary
+SELECT COUNT(*), SUM(t.n) FROM customers AS c JOIN totals AS t ON c.id = t.customer;

@@ -416,17 +416,49 @@ mod tests {
             .unwrap();
         let mut top = Vec::new();
         for (i, r) in (0..5).map(|i| (i, rows.row(i).owned())) {
-            TopN::insert(&mut top, 3, false, entry(i as u64, &r));
+            TopN::insert(&mut top, 3, false, false, entry(i as u64, &r));
         }
         let ids: Vec<u64> = top.iter().map(|e| e.id).collect();
         assert_eq!(ids, vec![3, 1, 0], "1, 3, then the first 5");
         let mut last = Vec::new();
         for (i, r) in [(0, rows.row(0).owned()), (1, rows.row(2).owned())] {
-            TopN::insert(&mut last, 1, true, entry(i, &r));
+            TopN::insert(&mut last, 1, true, false, entry(i, &r));
         }
         assert_eq!(
             last[0].id, 1,
             "keep-last deduplication: the later of equal rows wins"
         );
+    }
+
+    #[test]
+    fn retracting_a_top_row_moves_the_next_one_up() {
+        let conv = RowConverter::new(vec![SortField::new(DataType::Int64)]).unwrap();
+        let rows = conv
+            .convert_columns(&[Arc::new(arrow::array::Int64Array::from(vec![
+                5, 3, 5, 1, 9,
+            ]))])
+            .unwrap();
+        let mut all = Vec::new();
+        let entered: Vec<bool> = (0..5)
+            .map(|i| {
+                TopN::insert(
+                    &mut all,
+                    2,
+                    false,
+                    true,
+                    entry(i as u64, &rows.row(i).owned()),
+                )
+            })
+            .collect();
+        assert_eq!(entered, vec![true, true, false, true, false]);
+        assert_eq!(all.len(), 5, "an updating Top-N keeps every row");
+        // Rows 1 (value 1) and 3 (value 3) are the top two; take back the 3.
+        assert!(TopN::remove(&mut all, 2, rows.row(1), rows.row(1)));
+        let top: Vec<u64> = all.iter().take(2).map(|e| e.id).collect();
+        assert_eq!(top, vec![3, 0], "the first 5 moved up");
+        // A row below the top leaves without changing it; an unknown row is ignored.
+        assert!(!TopN::remove(&mut all, 2, rows.row(4), rows.row(4)));
+        assert!(!TopN::remove(&mut all, 2, rows.row(4), rows.row(4)));
+        assert_eq!(all.len(), 3);
     }
 }

@@ -20,6 +20,8 @@ pub struct Location {
     pub store: Arc<dyn ObjectStore>,
     pub path: Path,
     pub multipart: Option<Arc<dyn MultipartStore>>,
+    /// The folder on disk, for a local location.
+    pub local: Option<std::path::PathBuf>,
 }
 
 /// S3 settings given as table options rather than environment variables.
@@ -84,6 +86,7 @@ pub fn resolve(location: &str, create: bool, s3: &S3Settings) -> Result<Location
                     store: store.clone(),
                     path,
                     multipart: Some(store),
+                    local: None,
                 })
             }
             "memory" => {
@@ -92,6 +95,7 @@ pub fn resolve(location: &str, create: bool, s3: &S3Settings) -> Result<Location
                     store: store.clone(),
                     path,
                     multipart: Some(store),
+                    local: None,
                 })
             }
             other => Err(Error::config(format!(
@@ -123,6 +127,7 @@ pub fn resolve(location: &str, create: bool, s3: &S3Settings) -> Result<Location
         store: Arc::new(store),
         path: p,
         multipart: None,
+        local: Some(abs),
     })
 }
 

@@ -47,6 +47,8 @@ pub struct FileSink {
     store: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
     root: Path,
+    /// The folder on disk, for a local path.
+    local: Option<std::path::PathBuf>,
     location: String,
     file_size: u64,
     rollover: Duration,
@@ -77,7 +79,7 @@ impl FileSink {
                 options.table
             ))
         })?;
-        let (store, root) = (resolved.store, resolved.path);
+        let (store, root, local) = (resolved.store, resolved.path, resolved.local);
         let probe = root
             .clone()
             .join(format!(".weir-probe-{}", uuid::Uuid::new_v4().simple()));
@@ -114,6 +116,7 @@ impl FileSink {
             store,
             multipart: resolved.multipart,
             root,
+            local,
             location,
             file_size,
             rollover,
@@ -164,6 +167,7 @@ impl TwoPhaseCommitSink for FileSink {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             root: self.root.clone(),
+            local: self.local.clone(),
         })
     }
 }
@@ -365,6 +369,35 @@ struct FileCommitter {
     store: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
     root: Path,
+    local: Option<std::path::PathBuf>,
+}
+
+/// Removes, under `dir`, the staging files (`<name>#<digits>`) that a crash in the middle
+/// of a local object-store write leaves beside the parts `stale` selects; the object
+/// store itself never lists them.
+fn remove_local_staging(dir: &std::path::Path, stale: &dyn Fn(&str) -> bool) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            remove_local_staging(&path, stale)?;
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some((base, n)) = name.rsplit_once('#') else {
+            continue;
+        };
+        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && stale(base) {
+            tracing::info!(
+                "removing a partial write of an earlier attempt: {}",
+                path.display()
+            );
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
 }
 
 fn field<'a>(c: &'a Committable, key: &str) -> Result<&'a str> {
@@ -469,6 +502,16 @@ impl Committer for FileCommitter {
                 .and_then(|rest| rest.split('-').nth(1))
                 == Some(tag.as_str())
         };
+        // A crash while a part was being written locally leaves a staging file beside it.
+        if let Some(dir) = &self.local {
+            let partial = |name: &str| {
+                name.starts_with(".part-")
+                    && name.ends_with(".pending")
+                    && ours(name)
+                    && !name.contains(&current)
+            };
+            remove_local_staging(dir, &partial)?;
+        }
         let listing: Vec<_> =
             futures::TryStreamExt::try_collect(self.store.list(Some(&self.root))).await?;
         for obj in listing {

@@ -169,12 +169,13 @@ pub async fn compile_into(
                     input_schema: plan.output_schema(*input),
                     schema: schema.clone(),
                 };
+                let partition = factory.partition_keys();
                 keyed_vertex(
                     graph,
                     uid("window-aggregate"),
                     factory,
                     from,
-                    keys,
+                    &partition,
                     default_parallelism,
                 )
             }

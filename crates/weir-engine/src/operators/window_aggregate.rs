@@ -46,6 +46,30 @@ pub struct WindowAggregateFactory {
     pub schema: SchemaRef,
 }
 
+impl WindowAggregateFactory {
+    /// Positions among `keys` of the columns rows are partitioned (and state is split) by:
+    /// every key for event-time windows; for processing-time windows, the keys without the
+    /// window bounds, because a row in flight when its window fired moves to the next
+    /// window and must stay on the subtask that owns that window of its group.
+    fn partition(&self) -> Vec<usize> {
+        (0..self.keys.len())
+            .filter(|k| {
+                !self.processing_time
+                    || (*k != self.window_end
+                        && !matches!(
+                            self.input_schema.field(self.keys[*k]).name().as_str(),
+                            "window_start" | "window_end" | "window_time"
+                        ))
+            })
+            .collect()
+    }
+
+    /// The input columns of [`Self::partition`].
+    pub fn partition_keys(&self) -> Vec<usize> {
+        self.partition().iter().map(|k| self.keys[*k]).collect()
+    }
+}
+
 impl OperatorFactory for WindowAggregateFactory {
     fn name(&self) -> String {
         format!(
@@ -68,6 +92,7 @@ impl OperatorFactory for WindowAggregateFactory {
             windows: BTreeMap::new(),
             watermark: i64::MIN,
             max_parallelism: task.max_parallelism,
+            partition: self.partition(),
         }))
     }
 }
@@ -91,6 +116,8 @@ struct WindowAggregate {
     windows: BTreeMap<i64, Window>,
     watermark: i64,
     max_parallelism: usize,
+    /// Positions among the keys that split state by key group (see the factory).
+    partition: Vec<usize>,
 }
 
 /// Milliseconds of a time column, or of the `end` of a legacy window-key struct.
@@ -294,7 +321,6 @@ impl Operator for WindowAggregate {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let k = self.keys.len();
         let mut parts = Vec::new();
         for (end, window) in self.windows.iter_mut() {
             if window.groups.is_empty() {
@@ -345,6 +371,6 @@ impl Operator for WindowAggregate {
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         };
         let all = arrow::compute::concat_batches(&first.schema(), &parts)?;
-        keyed_state(&all, &(0..k).collect::<Vec<_>>(), self.max_parallelism)
+        keyed_state(&all, &self.partition, self.max_parallelism)
     }
 }

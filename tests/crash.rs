@@ -211,6 +211,62 @@ fn file_sink_is_exactly_once_at_every_failpoint() {
     }
 }
 
+/// Two INSERTs write into one folder: after a crash each sink re-commits its own pending
+/// parts and cleans up only its own leftovers (one sink once removed the other's pending
+/// part before that part was re-committed, losing its rows).
+#[test]
+fn two_sinks_into_one_folder_are_exactly_once_at_failpoints() {
+    let rows = 4000;
+    let expected = expected(rows);
+    for point in [
+        "after-metadata=2",
+        "commit-before-publish=2",
+        "after-task-state=6",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let one = std::fs::read_to_string(script(tmp.path(), rows, 5000)).unwrap();
+        let single = "INSERT INTO dst SELECT id, k * 10, UPPER(s) FROM src WHERE k <> 7;";
+        assert!(one.contains(single));
+        let two = one.replace(
+            single,
+            "INSERT INTO dst SELECT id, k * 10, UPPER(s) FROM src WHERE k <> 7 AND k < 50;\n\
+             INSERT INTO dst SELECT id, k * 10, UPPER(s) FROM src WHERE k <> 7 AND k >= 50;",
+        );
+        let s = write_script(tmp.path(), "two.sql", &two);
+        let chk = tmp.path().join("chk");
+        let args = [
+            s.to_str().unwrap(),
+            "-p",
+            "2",
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+            "--checkpoint-interval",
+            "100 ms",
+            "--restore",
+            "latest",
+        ];
+        let crashed = spawn(&args, &[("WEIR_FAILPOINTS", point)])
+            .wait_with_output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&crashed.stderr).contains("failpoint"),
+            "{point}: the job did not stop at the failpoint: {}",
+            String::from_utf8_lossy(&crashed.stderr)
+        );
+        let pending = std::fs::read_dir(tmp.path().join("out"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".pending"))
+            .count();
+        run_ok(&args);
+        assert_exactly_once(
+            tmp.path(),
+            &expected,
+            &format!("two sinks, {point} ({pending} pending parts at the crash)"),
+        );
+    }
+}
+
 #[test]
 fn ctrl_c_during_checkpoints_leaves_only_whole_committed_files() {
     let tmp = tempfile::tempdir().unwrap();

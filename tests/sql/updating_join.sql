@@ -1,6 +1,8 @@
--- Inner joins over updating inputs: a table joined with per-customer totals (a GROUP BY,
--- with an extra condition in ON), two updating inputs joined (totals and each customer's
--- latest order, a deduplication), and an aggregate over such a join's changelog.
+-- Joins over updating inputs: a table joined with per-customer totals (a GROUP BY, with
+-- an extra condition in ON), two updating inputs joined (totals and each customer's latest
+-- order, a deduplication), an aggregate over such a join's changelog, a LEFT JOIN whose
+-- rows go from NULL-padded to matched and back as totals change, and a FULL JOIN of two
+-- filtered updating inputs.
 CREATE TABLE orders (id BIGINT, customer BIGINT, amount INT) WITH (
   'connector' = 'datagen', 'rows-per-second' = '1000',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000',
@@ -35,3 +37,17 @@ SELECT t.customer, t.n, l.id, l.amount FROM totals AS t JOIN latest AS l ON t.cu
 
 INSERT INTO summary
 SELECT COUNT(*), SUM(t.n) FROM customers AS c JOIN totals AS t ON c.id = t.customer;
+
+CREATE TABLE customer_totals (customer BIGINT, n BIGINT, spent INT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/customer_totals', 'format' = 'debezium-json');
+CREATE TABLE busy_or_big (customer BIGINT, n BIGINT, big_order BIGINT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/busy_or_big', 'format' = 'debezium-json');
+
+INSERT INTO customer_totals
+SELECT c.id, t.n, t.spent
+FROM customers AS c LEFT JOIN totals AS t ON c.id = t.customer AND t.n > 20;
+
+INSERT INTO busy_or_big
+SELECT COALESCE(t.customer, l.customer), t.n, l.id
+FROM (SELECT * FROM totals WHERE n >= 25) AS t
+FULL JOIN (SELECT * FROM latest WHERE amount > 400) AS l ON t.customer = l.customer;

@@ -717,7 +717,7 @@ impl Planner {
                     _ => None,
                 };
                 let (node, mut steps) = match top_n {
-                    Some(node) => (node, Vec::new()),
+                    Some(planned) => planned,
                     None => self.translate(&p.input, nodes)?,
                 };
                 let exprs = p
@@ -732,7 +732,7 @@ impl Planner {
                 Ok((node, steps))
             }
             LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(_)) => {
-                Ok((self.top_n(f, true, nodes)?, Vec::new()))
+                self.top_n(f, true, nodes)
             }
             // The optimizer may prune columns between a Top-N's filter and its window:
             // Filter(Projection(columns; Window)) is Projection(columns; Filter(Window)).
@@ -809,10 +809,17 @@ impl Planner {
                 let right = self.translate_into_node(&j.right, nodes)?;
                 let updating =
                     crate::plan::updates_in(nodes, left).or(crate::plan::updates_in(nodes, right));
-                if let (Some(producer), false) = (updating, kind == crate::plan::JoinKind::Inner) {
+                let regular = matches!(
+                    kind,
+                    crate::plan::JoinKind::Inner
+                        | crate::plan::JoinKind::LeftOuter
+                        | crate::plan::JoinKind::RightOuter
+                        | crate::plan::JoinKind::FullOuter
+                );
+                if let (Some(producer), false) = (updating, regular) {
                     return Err(Error::plan(format!(
                         "a {kind:?} join over an updating input ({producer}) is not supported in \
-                         streaming mode yet (inner joins over updating inputs are)"
+                         streaming mode yet (inner and outer joins over updating inputs are)"
                     )));
                 }
                 let (mut left_keys, mut right_keys) = (Vec::new(), Vec::new());
@@ -1045,14 +1052,16 @@ impl Planner {
 }
 
 impl Planner {
-    /// `Filter(row_number <= n)` over `Window(ROW_NUMBER() OVER (PARTITION BY … ORDER BY …))`
-    /// as a Top-N node; `rank_used` says whether the row number is wanted in the output.
+    /// `Filter(row_number <= n [AND other conditions])` over `Window(ROW_NUMBER() OVER
+    /// (PARTITION BY … ORDER BY …))` as a Top-N node, the other conditions (pushed down by
+    /// the optimizer from an outer query) as a filter after it; `rank_used` says whether
+    /// the row number is wanted in the output.
     fn top_n(
         &self,
         filter: &datafusion::logical_expr::Filter,
         rank_used: bool,
         nodes: &mut Vec<PlanNode>,
-    ) -> Result<usize> {
+    ) -> Result<(usize, Vec<CalcStep>)> {
         use datafusion::logical_expr::{BinaryExpr, Operator};
         let LogicalPlan::Window(w) = filter.input.as_ref() else {
             return Err(Error::internal("Top-N without a window"));
@@ -1087,7 +1096,7 @@ impl Planner {
             Expr::Column(c) => w.schema.index_of_column(c).ok() == Some(rank),
             _ => false,
         };
-        let limit = match &filter.predicate {
+        let rank_limit = |e: &Expr| match e {
             Expr::BinaryExpr(BinaryExpr { left, op, right }) if is_rank(left) => {
                 match (op, literal(right)) {
                     (Operator::LtEq, Some(n)) => Some(n),
@@ -1098,6 +1107,19 @@ impl Planner {
             }
             _ => None,
         };
+        let conjuncts = datafusion::logical_expr::utils::split_conjunction(&filter.predicate);
+        let limit = conjuncts.iter().find_map(|e| rank_limit(e));
+        let residual: Vec<Expr> = conjuncts
+            .into_iter()
+            .filter(|e| rank_limit(e).is_none())
+            .cloned()
+            .collect();
+        let rank_used = rank_used
+            || residual.iter().any(|e| {
+                e.column_refs()
+                    .iter()
+                    .any(|c| w.schema.index_of_column(c).ok() == Some(rank))
+            });
         let limit = match limit {
             Some(n) if n >= 1 => n as usize,
             _ => {
@@ -1149,7 +1171,21 @@ impl Planner {
             schema,
             retract,
         });
-        Ok(nodes.len() - 1)
+        // The other conditions read the window's columns; without the row number those
+        // are the input's, at the same positions.
+        let steps = match datafusion::logical_expr::utils::conjunction(residual) {
+            Some(rest) => {
+                let over = if rank_used { &w.schema } else { in_schema };
+                let rest = self
+                    .ctx
+                    .state()
+                    .create_physical_expr(rest, over)
+                    .map_err(plan_error)?;
+                vec![CalcStep::Filter(rest)]
+            }
+            None => Vec::new(),
+        };
+        Ok((nodes.len() - 1, steps))
     }
 }
 

@@ -89,6 +89,7 @@ impl OperatorFactory for JoinOperatorFactory {
                 converter: RowConverter::new(fields)?,
                 full: RowConverter::new(all_fields)?,
                 dead: std::collections::HashSet::new(),
+                matches: HashMap::new(),
                 batches: Vec::new(),
                 index: HashMap::new(),
                 emitted: Vec::new(),
@@ -128,6 +129,9 @@ struct Side {
     full: RowConverter,
     /// Stored rows taken back by retractions (no longer in the index).
     dead: std::collections::HashSet<(usize, usize)>,
+    /// Outer side of a join with an updating input: how many rows of the other side
+    /// match each stored row (absent: none, the NULL-padded row is out).
+    matches: HashMap<(usize, usize), u32>,
     batches: Vec<RecordBatch>,
     index: HashMap<OwnedRow, Vec<(usize, usize)>>,
     /// Semi joins, kept side: which stored rows were emitted; outer sides: which matched.
@@ -170,10 +174,15 @@ impl Side {
         Ok(keys)
     }
 
-    /// Takes back one stored row equal to `row` under `key`; false when none is stored.
-    fn remove(&mut self, key: &OwnedRow, row: arrow::row::Row<'_>) -> Result<bool> {
+    /// Takes back one stored row equal to `row` under `key`: its position, or `None` when
+    /// no such row is stored.
+    fn remove(
+        &mut self,
+        key: &OwnedRow,
+        row: arrow::row::Row<'_>,
+    ) -> Result<Option<(usize, usize)>> {
         let Some(candidates) = self.index.get(key) else {
-            return Ok(false);
+            return Ok(None);
         };
         let mut found = None;
         for (k, (b, i)) in candidates.iter().enumerate() {
@@ -186,7 +195,7 @@ impl Side {
             }
         }
         let Some(k) = found else {
-            return Ok(false);
+            return Ok(None);
         };
         let rows = self.index.get_mut(key).expect("looked up");
         let at = rows.swap_remove(k);
@@ -194,7 +203,7 @@ impl Side {
             self.index.remove(key);
         }
         self.dead.insert(at);
-        Ok(true)
+        Ok(Some(at))
     }
 
     /// Rebuilds the stored rows without the dead ones once those are the majority.
@@ -204,9 +213,20 @@ impl Side {
             return Ok(());
         }
         let mut live = Vec::with_capacity(self.batches.len());
+        // Live rows keep their match counts at their new positions.
+        let (mut matches, mut at) = (HashMap::new(), 0);
         for (b, batch) in self.batches.iter().enumerate() {
             let keep: arrow::array::BooleanArray = (0..batch.num_rows())
-                .map(|i| Some(!self.dead.contains(&(b, i))))
+                .map(|i| {
+                    let live = !self.dead.contains(&(b, i));
+                    if live {
+                        if let Some(c) = self.matches.get(&(b, i)) {
+                            matches.insert((0, at), *c);
+                        }
+                        at += 1;
+                    }
+                    Some(live)
+                })
                 .collect();
             live.push(arrow::compute::filter_record_batch(batch, &keep)?);
         }
@@ -221,6 +241,7 @@ impl Side {
         self.first = i64::MAX;
         self.store(live)?;
         self.born[0] = born;
+        self.matches = matches;
         Ok(())
     }
 
@@ -263,6 +284,7 @@ impl Side {
             self.emitted[*b] = Vec::new();
         }
         self.dead.retain(|(b, _)| !expired.contains(b));
+        self.matches.retain(|(b, _), _| !expired.contains(b));
         let empty = |b: usize| self.batches[b].num_rows() == 0;
         self.index.retain(|_, rows| {
             rows.retain(|(b, _)| !empty(*b));
@@ -286,12 +308,24 @@ struct JoinOperator {
 }
 
 impl JoinOperator {
-    /// Inner join when an input updates: retractions take stored rows back. A batch is
-    /// applied as retractions of stored rows, then its new rows, then the retractions of
-    /// rows that only this batch added (rows are equal by content, so this order gives the
-    /// same multiset as applying the rows one by one).
-    fn inner_changelog(&mut self, this: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+    /// Whether `side`'s rows appear padded with NULLs when they have no match.
+    fn outer(&self, side: usize) -> bool {
+        match self.kind {
+            JoinKind::LeftOuter => side == 0,
+            JoinKind::RightOuter => side == 1,
+            JoinKind::FullOuter => true,
+            _ => false,
+        }
+    }
+
+    /// Inner and outer joins when an input updates: retractions take stored rows back. A
+    /// batch is applied as retractions of stored rows, then its new rows, then the
+    /// retractions of rows that only this batch added (rows are equal by content, so this
+    /// order gives the same multiset as applying the rows one by one). A stored row of an
+    /// outer side counts its matches: its NULL-padded row is out while the count is zero.
+    fn changelog_join(&mut self, this: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
         let other = 1 - this;
+        let (outer_this, outer_other) = (self.outer(this), self.outer(other));
         let (data, ops) = changelog::split(&batch);
         let kinds: Vec<RowKind> = (0..data.num_rows())
             .map(|i| changelog::kind_at(ops.as_ref(), i))
@@ -303,21 +337,26 @@ impl JoinOperator {
         let full_rows = side.full.convert_columns(data.columns())?;
         let key =
             |i: usize| (!key_columns.iter().any(|c| c.is_null(i))).then(|| key_rows.row(i).owned());
-        // Rows of `data` that change the join, in output order.
-        let mut changed: Vec<usize> = Vec::new();
+        // Rows of `data` that change the join, with their stored position, in output
+        // order; rows with a NULL key match nothing and are not stored.
+        let mut changed: Vec<(usize, Option<(usize, usize)>)> = Vec::new();
         let mut deferred = Vec::new();
         for i in (0..data.num_rows()).filter(|i| kinds[*i].is_retraction()) {
-            let Some(k) = key(i) else { continue };
-            if self.sides[this].remove(&k, full_rows.row(i))? {
-                changed.push(i);
-            } else {
-                deferred.push((i, k));
+            let Some(k) = key(i) else {
+                changed.push((i, None));
+                continue;
+            };
+            match self.sides[this].remove(&k, full_rows.row(i))? {
+                Some(at) => changed.push((i, Some(at))),
+                None => deferred.push((i, k)),
             }
         }
-        let added: Vec<u32> = (0..data.num_rows() as u32)
+        let (added, unkeyed): (Vec<u32>, Vec<u32>) = (0..data.num_rows() as u32)
             .filter(|i| !kinds[*i as usize].is_retraction())
-            .collect();
+            .partition(|i| key(*i as usize).is_some());
+        changed.extend(unkeyed.iter().map(|i| (*i as usize, None)));
         if !added.is_empty() {
+            let b = self.sides[this].batches.len();
             let rows = arrow::compute::take_record_batch(
                 &data,
                 &arrow::array::UInt32Array::from(added.clone()),
@@ -326,62 +365,153 @@ impl JoinOperator {
             changed.extend(
                 added
                     .iter()
-                    .map(|i| *i as usize)
-                    .filter(|i| key(*i).is_some()),
+                    .enumerate()
+                    .map(|(j, i)| (*i as usize, Some((b, j)))),
             );
         }
         for (i, k) in deferred {
             // A retraction of a row never stored (expired by the TTL) changes nothing.
-            if self.sides[this].remove(&k, full_rows.row(i))? {
-                changed.push(i);
+            if let Some(at) = self.sides[this].remove(&k, full_rows.row(i))? {
+                changed.push((i, Some(at)));
             }
         }
-        self.sides[this].compact(&self.inputs[this])?;
-        // Pairs (row of `data`, stored row of the other side).
-        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
-        for i in changed {
-            let Some(k) = key(i) else { continue };
-            if let Some(matches) = self.sides[other].index.get(&k) {
-                for m in matches {
-                    mine.push(i as u32);
-                    theirs.push(*m);
+        // Candidate pairs (index into `changed`, stored row of the other side), checked
+        // against the extra condition.
+        let mut pairs: Vec<(usize, (usize, usize))> = Vec::new();
+        for (c, (i, _)) in changed.iter().enumerate() {
+            if let Some(matches) = key(*i).and_then(|k| self.sides[other].index.get(&k)) {
+                pairs.extend(matches.iter().map(|m| (c, *m)));
+            }
+        }
+        if let (Some(filter), false) = (&self.filter, pairs.is_empty()) {
+            let own: Vec<Option<u32>> = pairs
+                .iter()
+                .map(|(c, _)| Some(changed[*c].0 as u32))
+                .collect();
+            let theirs: Vec<Option<(usize, usize)>> = pairs.iter().map(|(_, m)| Some(*m)).collect();
+            let joined = self.assemble(this, &data, &own, &theirs)?;
+            let mask = filter.evaluate(&joined)?.into_array(joined.num_rows())?;
+            let mask = mask.as_boolean();
+            let mut p = 0;
+            pairs.retain(|_| {
+                p += 1;
+                mask.is_valid(p - 1) && mask.value(p - 1)
+            });
+        }
+        // The output, row by row: (row of `data` or none, stored row of the other side or
+        // none, kind).
+        let (mut own, mut theirs, mut out_kinds) = (Vec::new(), Vec::new(), Vec::new());
+        let mut next = 0;
+        for (c, (i, at)) in changed.iter().enumerate() {
+            let kind = kinds[*i];
+            let start = next;
+            while next < pairs.len() && pairs[next].0 == c {
+                next += 1;
+            }
+            let matches = &pairs[start..next];
+            let lonely = match at {
+                Some(at) if kind.is_retraction() => {
+                    self.sides[this].matches.remove(at).unwrap_or(0) == 0
+                }
+                _ => matches.is_empty(),
+            };
+            if outer_this && lonely {
+                own.push(Some(*i as u32));
+                theirs.push(None);
+                out_kinds.push(kind);
+            }
+            for (_, m) in matches {
+                let count = self.sides[other].matches.entry(*m).or_insert(0);
+                if kind.is_retraction() {
+                    own.push(Some(*i as u32));
+                    theirs.push(Some(*m));
+                    out_kinds.push(kind);
+                    *count = count.saturating_sub(1);
+                    if *count == 0 {
+                        self.sides[other].matches.remove(m);
+                        if outer_other {
+                            // Its last match left: the padded row is back.
+                            own.push(None);
+                            theirs.push(Some(*m));
+                            out_kinds.push(RowKind::Insert);
+                        }
+                    }
+                } else {
+                    *count += 1;
+                    if *count == 1 && outer_other {
+                        // Its first match: the padded row goes.
+                        own.push(None);
+                        theirs.push(Some(*m));
+                        out_kinds.push(RowKind::Delete);
+                    }
+                    own.push(Some(*i as u32));
+                    theirs.push(Some(*m));
+                    out_kinds.push(kind);
+                }
+            }
+            if let (Some(at), false) = (at, kind.is_retraction()) {
+                if !matches.is_empty() {
+                    self.sides[this].matches.insert(*at, matches.len() as u32);
                 }
             }
         }
-        if mine.is_empty() {
+        if !outer_other {
+            // Inner side: match counts only matter for outer sides.
+            self.sides[other].matches.clear();
+        }
+        if !outer_this {
+            self.sides[this].matches.clear();
+        }
+        self.sides[this].compact(&self.inputs[this])?;
+        if own.is_empty() {
             return Ok(());
         }
-        let mine = arrow::array::UInt32Array::from(mine);
-        let own = arrow::compute::take_record_batch(&data, &mine)?;
+        let joined = self.assemble(this, &data, &own, &theirs)?;
+        let joined =
+            RecordBatch::try_new(self.schema.clone(), joined.columns().to_vec()).unwrap_or(joined);
+        let kinds: arrow::array::Int8Array = out_kinds.iter().map(|k| Some(*k as i8)).collect();
+        out.emit(changelog::attach(&joined, Arc::new(kinds))?);
+        Ok(())
+    }
+
+    /// Joined rows in the combined schema: `this` side's columns from rows of `data`, the
+    /// other side's from its stored rows; `None` gives NULLs.
+    fn assemble(
+        &self,
+        this: usize,
+        data: &RecordBatch,
+        own: &[Option<u32>],
+        theirs: &[Option<(usize, usize)>],
+    ) -> Result<RecordBatch> {
+        let other = 1 - this;
+        let own = arrow::array::UInt32Array::from(own.to_vec());
         let mut columns = Vec::with_capacity(self.combined.fields().len());
         for side in [0, 1] {
             for c in 0..self.inputs[side].fields().len() {
                 columns.push(if side == this {
-                    own.column(c).clone()
+                    arrow::compute::take(data.column(c), &own, None)?
                 } else {
-                    gather(&self.sides[other].batches, &theirs, c)?
+                    // NULLs come from a one-row NULL array after the stored batches.
+                    let nulls =
+                        arrow::array::new_null_array(self.inputs[side].field(c).data_type(), 1);
+                    let batches = &self.sides[other].batches;
+                    let mut arrays: Vec<&dyn Array> =
+                        batches.iter().map(|b| b.column(c).as_ref()).collect();
+                    arrays.push(nulls.as_ref());
+                    let picks: Vec<(usize, usize)> = theirs
+                        .iter()
+                        .map(|m| m.unwrap_or((batches.len(), 0)))
+                        .collect();
+                    arrow::compute::interleave(&arrays, &picks)?
                 });
             }
         }
-        let mut joined = RecordBatch::try_new(self.combined.clone(), columns)?;
-        // Each joined row has the kind of this side's row.
-        let mut kinds: ArrayRef = Arc::new(
-            mine.values()
-                .iter()
-                .map(|i| Some(kinds[*i as usize] as i8))
-                .collect::<arrow::array::Int8Array>(),
-        );
-        if let Some(filter) = &self.filter {
-            let mask = filter.evaluate(&joined)?.into_array(joined.num_rows())?;
-            joined = arrow::compute::filter_record_batch(&joined, mask.as_boolean())?;
-            kinds = arrow::compute::filter(&kinds, mask.as_boolean())?;
-        }
-        if joined.num_rows() > 0 {
-            let joined = RecordBatch::try_new(self.schema.clone(), joined.columns().to_vec())
-                .unwrap_or(joined);
-            out.emit(changelog::attach(&joined, kinds)?);
-        }
-        Ok(())
+        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(own.len()));
+        Ok(RecordBatch::try_new_with_options(
+            self.combined.clone(),
+            columns,
+            &options,
+        )?)
     }
 
     /// Joined rows in the output's columns, all nullable: the left columns of `left`'s
@@ -528,10 +658,19 @@ impl Operator for JoinOperator {
                     RecordBatch::try_new(self.inputs[side].clone(), batch.columns()[..n].to_vec())?;
                 self.sides[side].store(data)?;
                 if batch.num_columns() > n {
-                    let flags = batch.column(n).as_boolean().clone();
-                    let last = self.sides[side].emitted.last_mut().expect("stored batch");
-                    for (i, f) in flags.iter().enumerate() {
-                        last[i] = f.unwrap_or(false);
+                    let b = self.sides[side].batches.len() - 1;
+                    let flags = batch.column(n);
+                    if let Some(counts) = flags.as_primitive_opt::<arrow::datatypes::UInt32Type>() {
+                        for (i, c) in counts.iter().enumerate() {
+                            if let Some(c) = c.filter(|c| *c > 0) {
+                                self.sides[side].matches.insert((b, i), c);
+                            }
+                        }
+                    } else {
+                        let flags = flags.as_boolean();
+                        for (i, f) in flags.iter().enumerate() {
+                            self.sides[side].emitted[b][i] = f.unwrap_or(false);
+                        }
                     }
                 }
             }
@@ -557,7 +696,7 @@ impl Operator for JoinOperator {
             return self.semi(input.min(1), batch, out);
         }
         if self.updating {
-            return self.inner_changelog(input.min(1), batch, out);
+            return self.changelog_join(input.min(1), batch, out);
         }
         let (this, other) = (input.min(1), 1 - input.min(1));
         let stored = self.sides[this].batches.len();
@@ -696,8 +835,28 @@ impl Operator for JoinOperator {
             }
             let all = arrow::compute::concat_batches(&self.inputs[s], &side.batches)?;
             let all = if flagged(s) {
-                let flags: arrow::array::BooleanArray =
-                    side.emitted.iter().flatten().map(|f| Some(*f)).collect();
+                // Per stored row: whether it matched (append-only inputs) or how many rows
+                // match it (updating inputs).
+                let flags: ArrayRef = if self.updating {
+                    Arc::new(
+                        side.batches
+                            .iter()
+                            .enumerate()
+                            .flat_map(|(b, batch)| {
+                                (0..batch.num_rows())
+                                    .map(move |i| Some(*side.matches.get(&(b, i)).unwrap_or(&0)))
+                            })
+                            .collect::<arrow::array::UInt32Array>(),
+                    )
+                } else {
+                    Arc::new(
+                        side.emitted
+                            .iter()
+                            .flatten()
+                            .map(|f| Some(*f))
+                            .collect::<arrow::array::BooleanArray>(),
+                    )
+                };
                 let mut fields: Vec<arrow::datatypes::Field> = all
                     .schema()
                     .fields()
@@ -706,11 +865,11 @@ impl Operator for JoinOperator {
                     .collect();
                 fields.push(arrow::datatypes::Field::new(
                     "__emitted",
-                    arrow::datatypes::DataType::Boolean,
+                    flags.data_type().clone(),
                     true,
                 ));
                 let mut columns = all.columns().to_vec();
-                columns.push(Arc::new(flags));
+                columns.push(flags);
                 RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?
             } else {
                 all

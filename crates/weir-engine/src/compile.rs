@@ -120,6 +120,7 @@ pub async fn compile_into(
                 filter,
                 expiry,
                 schema,
+                null_aware,
             } => {
                 let factory = JoinOperatorFactory {
                     kind: *kind,
@@ -130,11 +131,13 @@ pub async fn compile_into(
                     schema: schema.clone(),
                     state_ttl,
                     updating: plan.updates(*left).is_some() || plan.updates(*right).is_some(),
+                    null_aware: *null_aware,
                 };
                 let v = graph.add_vertex(Vertex {
                     uid: uid("join"),
                     name: factory.name(),
-                    parallelism: default_parallelism,
+                    // A null-aware anti join's state is global (any NULL on the right).
+                    parallelism: if *null_aware { 1 } else { default_parallelism },
                     source: None,
                     operators: vec![Arc::new(factory)],
                 });

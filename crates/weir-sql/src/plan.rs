@@ -135,6 +135,10 @@ pub enum PlanNode {
         /// end; interval joins: rows outside the time bounds of anything still to come).
         expiry: [Option<(usize, i64)>; 2],
         schema: SchemaRef,
+        /// `NOT IN` over a column that may be NULL (a left anti join): a NULL on the right
+        /// excludes every left row, a NULL key on the left is excluded once the right is
+        /// not empty. Its state is global, so it runs as one subtask.
+        null_aware: bool,
     },
     /// Union of inputs with the same schema.
     Union {

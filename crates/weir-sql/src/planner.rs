@@ -788,10 +788,10 @@ impl Planner {
                         | JoinType::LeftAnti
                         | JoinType::RightAnti
                 );
-                if j.null_aware {
+                if j.null_aware && (j.filter.is_some() || j.on.len() != 1) {
                     return Err(Error::plan(
-                        "NOT IN over a column that may be NULL needs a null-aware anti join, which \
-                         streaming mode does not have yet; write NOT EXISTS (or filter the NULLs out)",
+                        "NOT IN over a column that may be NULL is supported for one column without \
+                         other conditions; write NOT EXISTS (or filter the NULLs out)",
                     ));
                 }
                 if !supported || j.on.is_empty() {
@@ -872,6 +872,7 @@ impl Planner {
                     filter,
                     expiry,
                     schema: Arc::new(j.schema.as_arrow().clone()),
+                    null_aware: j.null_aware,
                 });
                 Ok((nodes.len() - 1, Vec::new()))
             }

@@ -48,8 +48,10 @@ pub struct JoinOperatorFactory {
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`: stored rows older than this are dropped.
     pub state_ttl: Option<std::time::Duration>,
-    /// An input is a changelog (inner joins only): the output is one too.
+    /// An input is a changelog (inner and outer joins): the output is one too.
     pub updating: bool,
+    /// A null-aware left anti join (`NOT IN`); it runs as one subtask.
+    pub null_aware: bool,
 }
 
 impl OperatorFactory for JoinOperatorFactory {
@@ -63,6 +65,8 @@ impl OperatorFactory for JoinOperatorFactory {
         };
         let window = if self.expiry.iter().any(Option::is_some) {
             ", state cleaned by watermark"
+        } else if self.null_aware {
+            ", null-aware"
         } else {
             ""
         };
@@ -118,6 +122,9 @@ impl OperatorFactory for JoinOperatorFactory {
             ttl: Ttl::new(self.state_ttl),
             max_parallelism: task.max_parallelism,
             updating: self.updating,
+            null_aware: self.null_aware,
+            right_rows: 0,
+            right_nulls: 0,
         }))
     }
 }
@@ -305,6 +312,10 @@ struct JoinOperator {
     max_parallelism: usize,
     /// Inner join with a changelog input (see the module docs).
     updating: bool,
+    /// Null-aware anti join (`NOT IN`): rows seen on the right, and those with a NULL key.
+    null_aware: bool,
+    right_rows: u64,
+    right_nulls: u64,
 }
 
 impl JoinOperator {
@@ -556,6 +567,36 @@ impl JoinOperator {
         let stored = self.sides[this].batches.len();
         let keys = self.sides[this].store(batch)?;
         let mut picks = Vec::new();
+        if self.null_aware {
+            // `k NOT IN (right)`: true when the right is empty; otherwise unknown (so not
+            // kept) for a NULL `k` or when the right holds a NULL. Blocked kept rows are
+            // flagged as matched: they are never emitted, and emitted ones are retracted.
+            let before = (self.right_rows, self.right_nulls);
+            if this != kept {
+                self.right_rows += keys.len() as u64;
+                self.right_nulls += keys.iter().filter(|k| k.is_none()).count() as u64;
+                let all = before.1 == 0 && self.right_nulls > 0;
+                let null_keys = before.0 == 0 && self.right_rows > 0;
+                if all || null_keys {
+                    let side = &mut self.sides[kept];
+                    for (b, batch) in side.batches.iter().enumerate() {
+                        for r in 0..batch.num_rows() {
+                            let null = side.keys.iter().any(|k| batch.column(*k).is_null(r));
+                            if !side.emitted[b][r] && (all || null) {
+                                side.emitted[b][r] = true;
+                                picks.push((b, r));
+                            }
+                        }
+                    }
+                }
+            } else if self.right_rows > 0 {
+                for (i, key) in keys.iter().enumerate() {
+                    if key.is_none() || self.right_nulls > 0 {
+                        self.sides[kept].emitted[stored][i] = true;
+                    }
+                }
+            }
+        }
         // With an extra condition, candidate pairs (kept row, other row) are checked.
         let mut pairs: [Vec<(usize, usize)>; 2] = [Vec::new(), Vec::new()];
         for (i, key) in keys.iter().enumerate() {
@@ -649,6 +690,11 @@ impl Operator for JoinOperator {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
         let restored = restored.unwrap_or_default();
         for item in &restored.items {
+            if let Some(rows) = item.get("right_rows").and_then(|v| v.as_u64()) {
+                self.right_rows += rows;
+                self.right_nulls += item["right_nulls"].as_u64().unwrap_or(0);
+                continue;
+            }
             let side = item["side"].as_u64().unwrap_or(0) as usize;
             for batch in item_batches(&restored, item)? {
                 // A flagged side (semi join kept side, outer side) carries an `__emitted`
@@ -885,15 +931,28 @@ impl Operator for JoinOperator {
                     .collect(),
             };
             let dead = |row: usize| !positions.is_empty() && side.dead.contains(&positions[row]);
+            // (A null-aware anti join keeps its left rows with NULL keys: they are emitted
+            // while the right is empty.)
+            let keep_nulls = self.null_aware && s == 0;
             let keyed: arrow::array::BooleanArray = (0..all.num_rows())
                 .map(|row| {
-                    Some(side.keys.iter().all(|k| !all.column(*k).is_null(row)) && !dead(row))
+                    Some(
+                        (keep_nulls || side.keys.iter().all(|k| !all.column(*k).is_null(row)))
+                            && !dead(row),
+                    )
                 })
                 .collect();
             let all = arrow::compute::filter_record_batch(&all, &keyed)?;
             for i in keyed_items(&all, &side.keys, self.max_parallelism, &mut state)? {
                 state.items[i]["side"] = serde_json::json!(s);
             }
+        }
+        if self.null_aware {
+            state.items.push(serde_json::json!({
+                "kg": 0,
+                "right_rows": self.right_rows,
+                "right_nulls": self.right_nulls,
+            }));
         }
         Ok(state)
     }

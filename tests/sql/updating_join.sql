@@ -1,8 +1,9 @@
 -- Joins over updating inputs: a table joined with per-customer totals (a GROUP BY, with
 -- an extra condition in ON), two updating inputs joined (totals and each customer's latest
 -- order, a deduplication), an aggregate over such a join's changelog, a LEFT JOIN whose
--- rows go from NULL-padded to matched and back as totals change, and a FULL JOIN of two
--- filtered updating inputs.
+-- rows go from NULL-padded to matched and back as totals change, a FULL JOIN of two
+-- filtered updating inputs, and semi / anti joins whose subquery updates (a customer's
+-- latest order moves in and out of the subquery's filter).
 CREATE TABLE orders (id BIGINT, customer BIGINT, amount INT) WITH (
   'connector' = 'datagen', 'rows-per-second' = '1000',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000',
@@ -51,3 +52,16 @@ INSERT INTO busy_or_big
 SELECT COALESCE(t.customer, l.customer), t.n, l.id
 FROM (SELECT * FROM totals WHERE n >= 25) AS t
 FULL JOIN (SELECT * FROM latest WHERE amount > 400) AS l ON t.customer = l.customer;
+
+CREATE TABLE big_latest (id BIGINT, budget INT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/big_latest', 'format' = 'debezium-json');
+CREATE TABLE no_big_latest (id BIGINT, budget INT)
+WITH ('connector' = 'filesystem', 'path' = '${out}/no_big_latest', 'format' = 'debezium-json');
+
+INSERT INTO big_latest
+SELECT id, budget FROM customers
+WHERE id IN (SELECT customer FROM latest WHERE amount > 400);
+
+INSERT INTO no_big_latest
+SELECT id, budget FROM customers AS c
+WHERE NOT EXISTS (SELECT 1 FROM latest AS l WHERE l.customer = c.id AND l.amount > 400);

@@ -809,17 +809,10 @@ impl Planner {
                 let right = self.translate_into_node(&j.right, nodes)?;
                 let updating =
                     crate::plan::updates_in(nodes, left).or(crate::plan::updates_in(nodes, right));
-                let regular = matches!(
-                    kind,
-                    crate::plan::JoinKind::Inner
-                        | crate::plan::JoinKind::LeftOuter
-                        | crate::plan::JoinKind::RightOuter
-                        | crate::plan::JoinKind::FullOuter
-                );
-                if let (Some(producer), false) = (updating, regular) {
+                if let (Some(producer), true) = (updating, j.null_aware) {
                     return Err(Error::plan(format!(
-                        "a {kind:?} join over an updating input ({producer}) is not supported in \
-                         streaming mode yet (inner and outer joins over updating inputs are)"
+                        "NOT IN over an updating input ({producer}) is not supported in streaming \
+                         mode yet; write NOT EXISTS"
                     )));
                 }
                 let (mut left_keys, mut right_keys) = (Vec::new(), Vec::new());

@@ -1,5 +1,5 @@
-//! `Join`: regular (unbounded) inner, outer and semi equi-joins of two append-only inputs,
-//! and inner joins of updating inputs.
+//! `Join`: regular (unbounded) inner, outer, semi and anti equi-joins, of append-only or
+//! updating inputs.
 //!
 //! Both inputs arrive hash-partitioned by their join columns. Every row is stored under its
 //! key and joined with the rows of the other side stored before it, so each matching pair
@@ -11,9 +11,11 @@
 //! its first match arrives: its output is a changelog; which outer rows have matched is
 //! kept (and checkpointed) the same way. An anti join (`NOT EXISTS`) emits a kept row
 //! that arrives without a match and retracts it when its first match arrives.
-//! An inner join with an updating input (a changelog) removes a stored row when an equal
-//! row is retracted (`-U`/`-D`) and emits the retracted joined rows with that kind; its
-//! output is a changelog. Retracted rows are compacted away once they outnumber live ones.
+//! A join with an updating input (a changelog) removes a stored row when an equal row is
+//! retracted (`-U`/`-D`) and emits the retracted joined rows with that kind; its output is
+//! a changelog. Rows of outer and kept sides count their matches instead of a flag.
+//! Retracted rows are compacted away once they outnumber live ones. A null-aware anti join
+//! (`NOT IN`) also counts the right side's rows and NULL keys (one subtask).
 //! The state grows with the input unless a state TTL drops rows stored longer ago; it is keyed, so a snapshot stores each key
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
@@ -337,6 +339,18 @@ impl JoinOperator {
     fn changelog_join(&mut self, this: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
         let other = 1 - this;
         let (outer_this, outer_other) = (self.outer(this), self.outer(other));
+        // Semi and anti joins: (kept side, anti).
+        let filtering = match self.kind {
+            JoinKind::LeftSemi => Some((0, false)),
+            JoinKind::RightSemi => Some((1, false)),
+            JoinKind::LeftAnti => Some((0, true)),
+            JoinKind::RightAnti => Some((1, true)),
+            _ => None,
+        };
+        // Sides whose stored rows keep match counts.
+        let counted =
+            |side: usize| self.outer(side) || filtering.is_some_and(|(kept, _)| kept == side);
+        let (counted_this, counted_other) = (counted(this), counted(other));
         let (data, ops) = changelog::split(&batch);
         let kinds: Vec<RowKind> = (0..data.num_rows())
             .map(|i| changelog::kind_at(ops.as_ref(), i))
@@ -420,12 +434,55 @@ impl JoinOperator {
                 next += 1;
             }
             let matches = &pairs[start..next];
-            let lonely = match at {
+            // How many rows of the other side match row `i` (for a retraction: matched it).
+            let count_here = match at {
                 Some(at) if kind.is_retraction() => {
-                    self.sides[this].matches.remove(at).unwrap_or(0) == 0
+                    self.sides[this].matches.remove(at).unwrap_or(0) as usize
                 }
-                _ => matches.is_empty(),
+                _ => matches.len(),
             };
+            if let Some((kept, anti)) = filtering {
+                // Semi and anti joins output kept rows only: a semi join shows a kept row
+                // while it has matches, an anti join while it has none.
+                if this == kept {
+                    if (count_here > 0) != anti {
+                        own.push(Some(*i as u32));
+                        theirs.push(None);
+                        out_kinds.push(kind);
+                    }
+                } else {
+                    for (_, m) in matches {
+                        let count = self.sides[other].matches.entry(*m).or_insert(0);
+                        let before = *count;
+                        if kind.is_retraction() {
+                            *count = count.saturating_sub(1);
+                        } else {
+                            *count += 1;
+                        }
+                        let after = *count;
+                        if after == 0 {
+                            self.sides[other].matches.remove(m);
+                        }
+                        if (before == 0) != (after == 0) {
+                            let shown = (after > 0) != anti;
+                            own.push(None);
+                            theirs.push(Some(*m));
+                            out_kinds.push(if shown {
+                                RowKind::Insert
+                            } else {
+                                RowKind::Delete
+                            });
+                        }
+                    }
+                }
+                if let (Some(at), false) = (at, kind.is_retraction()) {
+                    if this == kept && !matches.is_empty() {
+                        self.sides[this].matches.insert(*at, matches.len() as u32);
+                    }
+                }
+                continue;
+            }
+            let lonely = count_here == 0;
             if outer_this && lonely {
                 own.push(Some(*i as u32));
                 theirs.push(None);
@@ -466,18 +523,26 @@ impl JoinOperator {
                 }
             }
         }
-        if !outer_other {
-            // Inner side: match counts only matter for outer sides.
+        if !counted_other {
+            // Match counts only matter for outer and kept sides.
             self.sides[other].matches.clear();
         }
-        if !outer_this {
+        if !counted_this {
             self.sides[this].matches.clear();
         }
         self.sides[this].compact(&self.inputs[this])?;
         if own.is_empty() {
             return Ok(());
         }
-        let joined = self.assemble(this, &data, &own, &theirs)?;
+        let mut joined = self.assemble(this, &data, &own, &theirs)?;
+        if let Some((kept, _)) = filtering {
+            let n = self.inputs[0].fields().len();
+            let columns: Vec<usize> = match kept {
+                0 => (0..n).collect(),
+                _ => (n..joined.num_columns()).collect(),
+            };
+            joined = joined.project(&columns)?;
+        }
         let joined =
             RecordBatch::try_new(self.schema.clone(), joined.columns().to_vec()).unwrap_or(joined);
         let kinds: arrow::array::Int8Array = out_kinds.iter().map(|k| Some(*k as i8)).collect();
@@ -735,14 +800,14 @@ impl Operator for JoinOperator {
                 side.expire(cutoff);
             }
         }
+        if self.updating {
+            return self.changelog_join(input.min(1), batch, out);
+        }
         if matches!(
             self.kind,
             JoinKind::LeftSemi | JoinKind::RightSemi | JoinKind::LeftAnti | JoinKind::RightAnti
         ) {
             return self.semi(input.min(1), batch, out);
-        }
-        if self.updating {
-            return self.changelog_join(input.min(1), batch, out);
         }
         let (this, other) = (input.min(1), 1 - input.min(1));
         let stored = self.sides[this].batches.len();

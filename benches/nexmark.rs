@@ -4,6 +4,9 @@
 //! events once to Parquet and runs each query through DataFusion in batch mode on them
 //! (except q11 and q12, session and processing-time windows, which have no batch meaning).
 //!
+//! Per-core figures divide by the process's CPU time (user + system) and, in a second
+//! column, by its user time alone.
+//!
 //! `cargo bench --bench nexmark`; environment: `WEIR_NEXMARK_QUERIES` (default: every
 //! query of the suite, q0–q22 but q6, q10, q13), `WEIR_NEXMARK_EVENTS`
 //! (default 10 000 000), `WEIR_NEXMARK_PARALLELISM` (default 2), `WEIR_NEXMARK_BATCH`
@@ -21,6 +24,8 @@ fn root() -> PathBuf {
 struct Run {
     wall: f64,
     cpu: Option<f64>,
+    /// User CPU time alone: system time varies much more between runs on a busy kernel.
+    user: Option<f64>,
     rss: String,
     checkpoints: String,
 }
@@ -45,6 +50,7 @@ fn weir(args: &[&str]) -> Run {
     Run {
         wall,
         cpu: field(&stderr, "cpu ").and_then(|s| s.parse().ok()),
+        user: field(&stderr, "(user ").and_then(|s| s.parse().ok()),
         rss: field(&stderr, "peak RSS ").unwrap_or("?").to_string(),
         checkpoints: stderr
             .contains(" checkpoints")
@@ -62,12 +68,13 @@ fn weir(args: &[&str]) -> Run {
 }
 
 fn print(query: &str, mode: &str, events: u64, r: &Run) {
-    let per_core = r
-        .cpu
-        .map(|c| format!("{:.0}", events as f64 / c))
-        .unwrap_or_else(|| "?".into());
+    let per = |t: Option<f64>| {
+        t.map(|c| format!("{:.0}", events as f64 / c))
+            .unwrap_or_else(|| "?".into())
+    };
+    let (per_core, per_user_core) = (per(r.cpu), per(r.user));
     println!(
-        "nexmark query={query} mode={mode} events={events} wall_s={:.2} events_per_s={:.0} events_per_s_per_core={per_core} peak_rss_mb={} checkpoints={}",
+        "nexmark query={query} mode={mode} events={events} wall_s={:.2} events_per_s={:.0} events_per_s_per_core={per_core} events_per_s_per_user_core={per_user_core} peak_rss_mb={} checkpoints={}",
         r.wall,
         events as f64 / r.wall,
         r.rss,

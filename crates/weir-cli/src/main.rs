@@ -130,14 +130,23 @@ fn main() {
     std::process::exit(code);
 }
 
-/// CPU time (user + system) of this process so far, in seconds (Linux).
-fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which is in parentheses and may hold spaces).
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
+/// CPU time of this process so far, as `cpu <total>s (user <u>s, system <s>s)` (Linux);
+/// empty elsewhere. System time is shown apart: it varies with the kernel's memory
+/// management much more than user time does.
+fn cpu_summary() -> String {
+    let times = || -> Option<(f64, f64)> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the command name (which is in parentheses and may hold spaces).
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let user = fields.get(11)?.parse::<f64>().ok()? / 100.0;
+        let system = fields.get(12)?.parse::<f64>().ok()? / 100.0;
+        Some((user, system))
+    };
+    match times() {
+        Some((u, s)) => format!(", cpu {:.2}s (user {u:.2}s, system {s:.2}s)", u + s),
+        None => String::new(),
+    }
 }
 
 /// Replaces `${NAME}` with the values of `--var NAME=VALUE`; a placeholder left without a
@@ -318,9 +327,7 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
                 peak_rss_mb()
                     .map(|mb| format!(", peak RSS {mb} MB"))
                     .unwrap_or_default(),
-                cpu_seconds()
-                    .map(|s| format!(", cpu {s:.2}s"))
-                    .unwrap_or_default()
+                cpu_summary()
             );
         }
     }
@@ -403,9 +410,7 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
             peak_rss_mb()
                 .map(|mb| format!(", peak RSS {mb} MB"))
                 .unwrap_or_default(),
-            cpu_seconds()
-                .map(|s| format!(", cpu {s:.2}s"))
-                .unwrap_or_default()
+            cpu_summary()
         );
     }
     Ok(0)

@@ -164,3 +164,36 @@ fn interval_join_state_is_cleaned_by_the_watermark() {
         "time-bounded join state {timed} bytes vs {untimed} bytes without time bounds"
     );
 }
+
+/// Checkpoints past `num-retained` are deleted whole: their folders go too.
+#[test]
+fn only_retained_checkpoints_stay_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let script = crate::crash::script_to(tmp.path(), out.to_str().unwrap(), 3000, 5000);
+    let chk = tmp.path().join("chk");
+    run_ok(&[
+        &script,
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "50 ms",
+    ]);
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect()
+    };
+    let jobs = names(&chk);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let checkpoints = names(&chk.join(&jobs[0]));
+    assert_eq!(
+        checkpoints.len(),
+        1,
+        "checkpoint folders left: {checkpoints:?}"
+    );
+}

@@ -9,7 +9,7 @@ use crate::graph::{JobGraph, Partitioning};
 use crate::metrics::JobMetrics;
 use crate::operator::TaskInfo;
 use crate::plan::{check_restore, redistribute, upstream_tasks};
-use crate::storage::{CheckpointStorage, RestoredCheckpoint, resolve_location};
+use crate::storage::{CheckpointStorage, RestoredCheckpoint};
 use crate::task::{InputChannel, Task};
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,11 +176,12 @@ impl JobController {
 /// Starts `graph`. Vertices connected by forward edges of equal parallelism are chained.
 pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
     let graph = graph.chained();
-    let (store, base) = match &opts.checkpoint_dir {
-        Some(dir) => resolve_location(dir)?,
-        None => resolve_location("memory://weir-checkpoints")?,
-    };
-    let storage = CheckpointStorage::new(store, &base, opts.job_id);
+    let storage = CheckpointStorage::at(
+        opts.checkpoint_dir
+            .as_deref()
+            .unwrap_or("memory://weir-checkpoints"),
+        opts.job_id,
+    )?;
 
     // Restore.
     let restored = match &opts.restore {

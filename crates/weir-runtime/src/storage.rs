@@ -146,6 +146,8 @@ fn memory_store() -> Arc<object_store::memory::InMemory> {
 pub struct CheckpointStorage {
     store: Arc<dyn ObjectStore>,
     job_root: Path,
+    /// The job's folder on disk, when checkpoints are local.
+    local_root: Option<std::path::PathBuf>,
 }
 
 impl CheckpointStorage {
@@ -153,7 +155,16 @@ impl CheckpointStorage {
         Self {
             store,
             job_root: base.clone().join(job_id.to_string()),
+            local_root: None,
         }
+    }
+
+    /// Checkpoints under `location` (a local path, `file://`, `s3://` or `memory://`).
+    pub fn at(location: &str, job_id: JobId) -> Result<Self> {
+        let l = resolve(location, true, &S3Settings::default())?;
+        let mut storage = Self::new(l.store, &l.path, job_id);
+        storage.local_root = l.local.map(|d| d.join(job_id.to_string()));
+        Ok(storage)
     }
 
     /// Where checkpoint `id` lives.
@@ -230,6 +241,11 @@ impl CheckpointStorage {
         let objects: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
         for o in objects {
             let _ = self.store.delete(&o.location).await;
+        }
+        // On disk, also the folder and what the store does not list: staging files of
+        // writes a crash interrupted.
+        if let Some(root) = &self.local_root {
+            let _ = std::fs::remove_dir_all(root.join(format!("chk-{}", id.0)));
         }
         Ok(())
     }

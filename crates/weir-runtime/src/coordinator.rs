@@ -360,7 +360,7 @@ impl Coordinator {
         completed.push_back(p.id);
         while completed.len() > self.config.retained.max(1) {
             let old = completed.pop_front().expect("non-empty");
-            if let Err(e) = self.storage.discard(old).await {
+            if let Err(e) = self.storage.discard(old, true).await {
                 tracing::warn!("cannot delete old checkpoint {old}: {e}");
             }
         }
@@ -386,6 +386,6 @@ impl Coordinator {
                 p.id
             ))));
         }
-        let _ = self.storage.discard(p.id).await;
+        let _ = self.storage.discard(p.id, false).await;
     }
 }

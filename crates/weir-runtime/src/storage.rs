@@ -233,8 +233,10 @@ impl CheckpointStorage {
         Ok(format!("{}/{name}", dir.trim_end_matches('/')))
     }
 
-    /// Deletes everything of checkpoint `id`.
-    pub async fn discard(&self, id: CheckpointId) -> Result<()> {
+    /// Deletes everything of checkpoint `id`. `completed`: every task has written its
+    /// state, so on a local disk the folder goes too; an aborted checkpoint may still be
+    /// written to by a late task, whose write must not fail.
+    pub async fn discard(&self, id: CheckpointId, completed: bool) -> Result<()> {
         let prefix = self.checkpoint_path(id);
         // Delete _metadata first so a half-deleted checkpoint is never taken for a whole one.
         let _ = self.store.delete(&prefix.clone().join("_metadata")).await;
@@ -244,7 +246,7 @@ impl CheckpointStorage {
         }
         // On disk, also the folder and what the store does not list: staging files of
         // writes a crash interrupted.
-        if let Some(root) = &self.local_root {
+        if let (Some(root), true) = (&self.local_root, completed) {
             let _ = std::fs::remove_dir_all(root.join(format!("chk-{}", id.0)));
         }
         Ok(())

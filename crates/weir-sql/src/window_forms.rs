@@ -212,8 +212,13 @@ fn legacy_hop(select: &mut Select) -> Result<(), String> {
             "{FORM} needs a single relation in FROM (join in a subquery, or use the HOP window TVF)"
         ));
     }
-    let time = column_name(&args[0])
-        .ok_or_else(|| format!("{FORM}: the first argument must be a time column"))?;
+    // The column's own spelling (quotes kept): it is read inside a subquery, unqualified.
+    let time = match &args[0] {
+        Expr::Identifier(i) => Some(i.to_string()),
+        Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.to_string()),
+        _ => None,
+    }
+    .ok_or_else(|| format!("{FORM}: the first argument must be a time column"))?;
     let relation = &select.from[0].relation;
     let alias = match relation {
         TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => {

@@ -144,6 +144,22 @@ fn file_sink_is_exactly_once_under_sigkill() {
     assert_exactly_once(tmp.path(), &expected, "after SIGKILLs");
 }
 
+/// Runs the job with the failpoint `point` armed and checks that it stopped there.
+fn crash_at(args: &[&str], point: &str) {
+    let crashed = spawn(args, &[("WEIR_FAILPOINTS", point)])
+        .wait_with_output()
+        .unwrap();
+    assert!(
+        !crashed.status.success(),
+        "{point}: the failpoint was never reached"
+    );
+    assert!(
+        String::from_utf8_lossy(&crashed.stderr).contains("failpoint"),
+        "{point}: the job failed for another reason: {}",
+        String::from_utf8_lossy(&crashed.stderr)
+    );
+}
+
 #[test]
 fn file_sink_is_exactly_once_at_every_failpoint() {
     let rows = 4000;
@@ -170,18 +186,7 @@ fn file_sink_is_exactly_once_at_every_failpoint() {
             "--restore",
             "latest",
         ];
-        let crashed = spawn(&args, &[("WEIR_FAILPOINTS", point)])
-            .wait_with_output()
-            .unwrap();
-        assert!(
-            !crashed.status.success(),
-            "{point}: the failpoint was never reached"
-        );
-        assert!(
-            String::from_utf8_lossy(&crashed.stderr).contains("failpoint"),
-            "{point}: the job failed for another reason: {}",
-            String::from_utf8_lossy(&crashed.stderr)
-        );
+        crash_at(&args, point);
         let restored = has_checkpoint(&chk);
         // A crash in the middle of a local write leaves the object store's staging file
         // (`<part>#<n>`) beside a part: make sure there is one to clean up.
@@ -245,14 +250,7 @@ fn two_sinks_into_one_folder_are_exactly_once_at_failpoints() {
             "--restore",
             "latest",
         ];
-        let crashed = spawn(&args, &[("WEIR_FAILPOINTS", point)])
-            .wait_with_output()
-            .unwrap();
-        assert!(
-            String::from_utf8_lossy(&crashed.stderr).contains("failpoint"),
-            "{point}: the job did not stop at the failpoint: {}",
-            String::from_utf8_lossy(&crashed.stderr)
-        );
+        crash_at(&args, point);
         let pending = std::fs::read_dir(tmp.path().join("out"))
             .unwrap()
             .flatten()

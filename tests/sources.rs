@@ -178,10 +178,9 @@ INSERT INTO copy SELECT id, id * 2 FROM events;
             ],
         ),
     );
-    let mut rng = Lcg(7);
-    let mut files = 0;
-    for p in ["2", "3", "1", "2", "3"] {
-        let mut child = spawn(
+    // Each run restores the latest checkpoint, at parallelism `p`.
+    let start = |p: &str| {
+        spawn(
             &[
                 script.to_str().unwrap(),
                 "-p",
@@ -194,7 +193,12 @@ INSERT INTO copy SELECT id, id * 2 FROM events;
                 "latest",
             ],
             &[],
-        );
+        )
+    };
+    let mut rng = Lcg(7);
+    let mut files = 0;
+    for p in ["2", "3", "1", "2", "3"] {
+        let mut child = start(p);
         for _ in 0..6 {
             drop_file(&input, files);
             files += 1;
@@ -205,20 +209,7 @@ INSERT INTO copy SELECT id, id * 2 FROM events;
         child.wait().unwrap();
     }
     // A last run takes in whatever is left; it never ends by itself.
-    let mut child = spawn(
-        &[
-            script.to_str().unwrap(),
-            "-p",
-            "2",
-            "--checkpoint-dir",
-            chk.to_str().unwrap(),
-            "--checkpoint-interval",
-            "60 ms",
-            "--restore",
-            "latest",
-        ],
-        &[],
-    );
+    let mut child = start("2");
     let rows = (files * 100) as usize;
     wait_for("every row to be committed", &mut child, || {
         committed_lines(&out).len() >= rows

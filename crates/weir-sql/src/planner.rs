@@ -635,11 +635,7 @@ impl Planner {
         nodes: &mut Vec<PlanNode>,
     ) -> Result<(usize, Vec<CalcStep>)> {
         let state = self.ctx.state();
-        let physical = |e: &Expr, schema: &DFSchema| -> Result<PhysicalExprRef> {
-            state
-                .create_physical_expr(e.clone(), schema)
-                .map_err(plan_error)
-        };
+        let physical = |e: &Expr, schema: &DFSchema| physical_expr(&state, e, schema);
         match plan {
             LogicalPlan::TableScan(scan) => {
                 let provider = datafusion::datasource::source_as_provider(&scan.source)?;
@@ -1170,12 +1166,11 @@ impl Planner {
         let steps = match datafusion::logical_expr::utils::conjunction(residual) {
             Some(rest) => {
                 let over = if rank_used { &w.schema } else { in_schema };
-                let rest = self
-                    .ctx
-                    .state()
-                    .create_physical_expr(rest, over)
-                    .map_err(plan_error)?;
-                vec![CalcStep::Filter(rest)]
+                vec![CalcStep::Filter(physical_expr(
+                    &self.ctx.state(),
+                    &rest,
+                    over,
+                )?)]
             }
             None => Vec::new(),
         };
@@ -1304,13 +1299,20 @@ pub fn computed_physical(table: &TableDef) -> Result<Option<Vec<PhysicalExprRef>
     let schema = DFSchema::try_from_qualified_schema(PHYSICAL, &table.physical_schema)?;
     let exprs = exprs
         .iter()
-        .map(|e| {
-            state
-                .create_physical_expr(e.clone(), &schema)
-                .map_err(plan_error)
-        })
+        .map(|e| physical_expr(&state, e, &schema))
         .collect::<Result<Vec<_>>>()?;
     Ok(Some(exprs))
+}
+
+/// `e`, over the columns of `schema`, as a physical expression.
+fn physical_expr(
+    state: &datafusion::execution::SessionState,
+    e: &Expr,
+    schema: &DFSchema,
+) -> Result<PhysicalExprRef> {
+    state
+        .create_physical_expr(e.clone(), schema)
+        .map_err(plan_error)
 }
 
 /// Turns pending steps into a `Calc` node (if there are any).

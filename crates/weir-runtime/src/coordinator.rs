@@ -78,6 +78,10 @@ pub(crate) struct Coordinator {
     pub next_id: u64,
     pub events: UnboundedReceiver<TaskEvent>,
     pub commands: Receiver<Command>,
+    /// Aborted checkpoints whose folders a late task may still write to. They go once a
+    /// later checkpoint completes (every running task has then finished with them: tasks
+    /// write their state in barrier order) or the job ends.
+    pub aborted: Vec<CheckpointId>,
 }
 
 /// What the coordinator reports when the job ends.
@@ -109,6 +113,7 @@ impl Coordinator {
                 for r in waiting_replies.drain(..) {
                     let _ = r.send(Err(Error::Checkpoint("the job finished".into())));
                 }
+                self.remove_aborted(CheckpointId(u64::MAX)).await;
                 return Ok(outcome);
             }
             let deadline = match &pending {
@@ -358,6 +363,7 @@ impl Coordinator {
             let _ = stop.reply.send(Ok(location));
         }
         completed.push_back(p.id);
+        self.remove_aborted(p.id).await;
         while completed.len() > self.config.retained.max(1) {
             let old = completed.pop_front().expect("non-empty");
             if let Err(e) = self.storage.discard(old, true).await {
@@ -387,5 +393,19 @@ impl Coordinator {
             ))));
         }
         let _ = self.storage.discard(p.id, false).await;
+        self.aborted.push(p.id);
+    }
+
+    /// Removes whatever is left of the aborted checkpoints before `before`, folders included.
+    async fn remove_aborted(&mut self, before: CheckpointId) {
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.aborted)
+            .into_iter()
+            .partition(|id| id.0 < before.0);
+        self.aborted = kept;
+        for id in gone {
+            if let Err(e) = self.storage.discard(id, true).await {
+                tracing::warn!("cannot delete aborted checkpoint {id}: {e}");
+            }
+        }
     }
 }

@@ -376,6 +376,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         next_id,
         events: event_rx,
         commands: cmd_rx,
+        aborted: Vec::new(),
     };
 
     let restored_from = restored.as_ref().map(|r| r.path.to_string());

@@ -741,8 +741,10 @@ async fn union_state_of_a_partly_finished_operator_aborts_checkpoints() {
         vec![Arc::new(UnionStateFactory)],
     ));
     let dir = tempfile::tempdir().unwrap();
+    let chk = dir.path().join("chk");
     let opts = JobOptions {
         checkpoint_interval: Some(Duration::from_millis(20)),
+        checkpoint_dir: Some(chk.to_string_lossy().into()),
         ..Default::default()
     };
     let job = start(g, opts).await.unwrap();
@@ -755,13 +757,23 @@ async fn union_state_of_a_partly_finished_operator_aborts_checkpoints() {
         "checkpoints completed with partly finished union state"
     );
     // Draining finishes every subtask: the savepoint succeeds and the job ends.
-    job.stop_with_savepoint(true, dir.path().to_str().unwrap())
+    job.stop_with_savepoint(true, dir.path().join("sp").to_str().unwrap())
         .await
         .unwrap();
     tokio::time::timeout(Duration::from_secs(20), job.wait())
         .await
         .expect("job hangs")
         .unwrap();
+    // The aborted checkpoints' tasks had written their state: once the job has ended,
+    // only the retained checkpoint's folder is left.
+    let jobs: Vec<_> = std::fs::read_dir(&chk).unwrap().flatten().collect();
+    assert_eq!(jobs.len(), 1);
+    let left: Vec<_> = std::fs::read_dir(jobs[0].path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "checkpoint folders left: {left:?}");
 }
 
 /// Emits, after each batch, the batch's largest value as a watermark.

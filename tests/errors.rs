@@ -160,3 +160,26 @@ fn monitored_folder_options_are_checked() {
         &["table 't' is unbounded", "remove 'source.monitor-interval'"],
     );
 }
+
+#[test]
+fn malformed_statement_sets_are_named() {
+    let ddl = "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');\n\
+               CREATE TABLE d (a INT) WITH ('connector' = 'blackhole');\n";
+    fails_with(
+        &format!(
+            "{ddl}EXECUTE STATEMENT SET BEGIN\n  INSERT INTO d SELECT a FROM s;\n  SELECT a FROM s;\nEND;"
+        ),
+        &[
+            "a STATEMENT SET holds only INSERT INTO statements",
+            "line 5, column 3",
+        ],
+    );
+    fails_with(
+        &format!("{ddl}BEGIN STATEMENT SET;\nINSERT INTO d SELECT a FROM s;\n"),
+        &["not closed with END", "line 3, column 1"],
+    );
+    fails_with(
+        &format!("{ddl}EXECUTE STATEMENT SET BEGIN END;"),
+        &["an INSERT INTO statement before END", "line 3"],
+    );
+}

@@ -66,3 +66,54 @@ fn ctrl_c_cancels_an_unbounded_select_and_keeps_the_shell() {
     s.send_control('d').unwrap();
     s.exp_eof().unwrap();
 }
+
+/// The SQL client's statement set, typed line by line: its INSERTs start one job.
+#[test]
+fn a_statement_set_runs_its_inserts_as_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (low, high) = (dir.path().join("low"), dir.path().join("high"));
+    let mut s = shell(dir.path());
+    s.send_line("CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '100', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '100');").unwrap();
+    s.exp_string("created").unwrap();
+    for (name, path) in [("low", &low), ("high", &high)] {
+        s.send_line(&format!(
+            "CREATE TABLE {name} (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');",
+            path.display()
+        ))
+        .unwrap();
+        s.exp_string("created").unwrap();
+    }
+    s.send_line("BEGIN STATEMENT SET;").unwrap();
+    s.send_line("INSERT INTO low SELECT id FROM t WHERE id <= 30;")
+        .unwrap();
+    s.send_line("INSERT INTO high SELECT id FROM t WHERE id > 30;")
+        .unwrap();
+    s.send_line("END;").unwrap();
+    s.exp_string("Submitted job").unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        s.send_line("SHOW JOBS;").unwrap();
+        let (_, status) = s.exp_regex("RUNNING|FINISHED").unwrap();
+        if status == "FINISHED" {
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    s.send_line("SHOW JOBS;").unwrap();
+    s.send_line("SHOW TABLES;").unwrap();
+    let listed = s.exp_string("table name").unwrap();
+    assert_eq!(listed.matches("FINISHED").count(), 1, "{listed}");
+    s.send_control('d').unwrap();
+    s.exp_eof().unwrap();
+    let ids = |dir: &std::path::Path| -> Vec<u64> {
+        let mut v: Vec<u64> = crate::common::committed_lines(dir)
+            .iter()
+            .filter_map(|l| l.parse().ok())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&low), (1..=30).collect::<Vec<_>>());
+    assert_eq!(ids(&high), (31..=100).collect::<Vec<_>>());
+}

@@ -296,8 +296,8 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
                 Outcome::Done(_) => {}
                 Outcome::Table { header, rows } => print_table(&header, &rows),
                 Outcome::Explain(text) => out!("{text}"),
-                Outcome::Job(plan) => plans.push(*plan),
-                Outcome::Batch(query) => batch_queries.push(*query),
+                Outcome::Job(parts) => plans.extend(parts),
+                Outcome::Batch(queries) => batch_queries.extend(queries),
                 Outcome::JobControl(_) => {
                     bail!(
                         "{name}: SHOW JOBS and STOP JOB belong to the shell; use `weir list` and `weir stop`"

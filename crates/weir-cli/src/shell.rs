@@ -1,7 +1,8 @@
 //! The SQL shell: statements end with `;` and may span lines; `SET`, `RESET`, `SHOW`,
 //! `DESCRIBE`, `EXPLAIN` act at once; a `SELECT` over bounded tables prints a table, over
 //! unbounded ones it streams rows until Ctrl-C (which cancels the query, not the shell);
-//! `INSERT INTO` starts a job in the background; `SHOW JOBS` and
+//! `INSERT INTO` starts a job in the background (a statement set, one job for all its
+//! INSERTs, is read up to its `END;`); `SHOW JOBS` and
 //! `STOP JOB 'id' [WITH SAVEPOINT] [DRAIN]` manage them. Errors never end the shell; SQL
 //! errors show the statement line with a caret under the position.
 
@@ -37,11 +38,13 @@ fn history_path() -> PathBuf {
 }
 
 /// True when `buffer` holds at least one complete statement (a `;` outside quotes and
-/// comments).
+/// comments) and no statement set left open (`… STATEMENT SET …` without `; END;`).
 fn complete(buffer: &str) -> bool {
     let (mut quote, mut line_comment) = (None::<char>, false);
     let mut chars = buffer.chars().peekable();
     let mut ended = false;
+    // The text outside quotes and comments, `;` apart.
+    let mut code = String::new();
     while let Some(c) = chars.next() {
         if line_comment {
             line_comment = c != '\n';
@@ -52,12 +55,35 @@ fn complete(buffer: &str) -> bool {
             (Some(_), _) => {}
             (None, '\'' | '"' | '`') => quote = Some(c),
             (None, '-') if chars.peek() == Some(&'-') => line_comment = true,
-            (None, ';') => ended = true,
-            (None, c) if !c.is_whitespace() => ended = false,
-            _ => {}
+            (None, ';') => {
+                ended = true;
+                code.push_str(" ; ");
+            }
+            (None, c) => {
+                if !c.is_whitespace() {
+                    ended = false;
+                }
+                code.push(if c.is_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    ' '
+                });
+            }
         }
     }
-    ended
+    let words: Vec<String> = code.split_whitespace().map(str::to_uppercase).collect();
+    let mut open_set = false;
+    for (i, w) in words.iter().enumerate() {
+        let next = words.get(i + 1).map(String::as_str);
+        if w == "STATEMENT" && next == Some("SET") {
+            open_set = true;
+        }
+        // A set's END follows its last INSERT's `;` (a CASE's END never does).
+        if w == "END" && next == Some(";") && i > 0 && words[i - 1] == ";" {
+            open_set = false;
+        }
+    }
+    ended && !open_set
 }
 
 /// The error, with the offending line and a caret under the column when it has one.
@@ -129,15 +155,21 @@ impl Shell {
             Outcome::Done(msg) => out!("[INFO] {msg}"),
             Outcome::Table { header, rows } => crate::print_table(&header, &rows),
             Outcome::Explain(text) => out!("{text}"),
-            Outcome::Batch(query) => match self.engine.run_batch(&query).await? {
-                weir::engine::BatchResult::Rows(batches) => {
-                    out!("{}", arrow::util::pretty::pretty_format_batches(&batches)?)
+            Outcome::Batch(queries) => {
+                for query in &queries {
+                    match self.engine.run_batch(query).await? {
+                        weir::engine::BatchResult::Rows(batches) => {
+                            out!("{}", arrow::util::pretty::pretty_format_batches(&batches)?)
+                        }
+                        weir::engine::BatchResult::Written(n) => {
+                            out!("[INFO] {n} rows committed")
+                        }
+                    }
                 }
-                weir::engine::BatchResult::Written(n) => out!("[INFO] {n} rows committed"),
-            },
-            Outcome::Job(plan) => {
+            }
+            Outcome::Job(plans) => {
                 let is_select = matches!(stmt.statement, WeirStatement::Select(_));
-                let graph = self.engine.build_job(std::slice::from_ref(&*plan)).await?;
+                let graph = self.engine.build_job(&plans).await?;
                 let job = self.engine.start(graph, None).await?;
                 if is_select {
                     out!("[INFO] streaming results; press Ctrl-C to stop");
@@ -327,5 +359,17 @@ mod tests {
         assert!(!complete("SELECT 1 -- ;\n"));
         assert!(complete("SET 'a' = 'b';\n"));
         assert!(!complete("SELECT 1; SELECT"));
+        assert!(!complete(
+            "EXECUTE STATEMENT SET BEGIN\nINSERT INTO a SELECT 1;"
+        ));
+        assert!(!complete(
+            "BEGIN STATEMENT SET;\nINSERT INTO a SELECT CASE WHEN x THEN 1 END;"
+        ));
+        assert!(complete(
+            "BEGIN STATEMENT SET;\nINSERT INTO a SELECT 1;\nINSERT INTO b SELECT 2;\nEND;"
+        ));
+        assert!(complete(
+            "EXECUTE STATEMENT SET BEGIN INSERT INTO a SELECT 'end;'; END;"
+        ));
     }
 }

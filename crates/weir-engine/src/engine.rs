@@ -21,10 +21,11 @@ pub enum Outcome {
     },
     /// EXPLAIN output.
     Explain(String),
-    /// A planned job (INSERT INTO or SELECT), not started yet.
-    Job(Box<StreamPlan>),
-    /// A planned batch query (`execution.runtime-mode` = `batch`), not run yet.
-    Batch(Box<crate::batch::BatchQuery>),
+    /// The planned parts of one job, not started yet: an INSERT INTO or a SELECT, or the
+    /// INSERTs of a statement set.
+    Job(Vec<StreamPlan>),
+    /// Planned batch queries (`execution.runtime-mode` = `batch`), not run yet.
+    Batch(Vec<crate::batch::BatchQuery>),
     /// `SHOW JOBS` / `STOP JOB …`: for whoever keeps the jobs (the shell).
     JobControl(WeirStatement),
 }
@@ -215,17 +216,17 @@ impl Engine {
                     .cloned()
                     .ok_or_else(|| Error::plan(format!("INSERT INTO '{table}': no such table")))?;
                 let logical = self.planner.optimized(query).await?;
-                Ok(Outcome::Batch(Box::new(crate::batch::BatchQuery {
+                Ok(Outcome::Batch(vec![crate::batch::BatchQuery {
                     logical,
                     sink: Some(sink),
-                })))
+                }]))
             }
             WeirStatement::Select(query) if self.batch_mode() => {
                 let logical = self.planner.optimized(query).await?;
-                Ok(Outcome::Batch(Box::new(crate::batch::BatchQuery {
+                Ok(Outcome::Batch(vec![crate::batch::BatchQuery {
                     logical,
                     sink: None,
-                })))
+                }]))
             }
             WeirStatement::Insert { table, query } => {
                 let plan = self.planner.plan_insert(table, query).await?;
@@ -233,26 +234,56 @@ impl Engine {
                 if let Some(weir_sql::PlanNode::Sink { table, .. }) = plan.nodes.last() {
                     weir_connectors::check_changelog(&table.options, plan.updates(sink))?;
                 }
-                Ok(Outcome::Job(Box::new(plan)))
+                Ok(Outcome::Job(vec![plan]))
             }
-            WeirStatement::Select(query) => Ok(Outcome::Job(Box::new(
-                self.planner.plan_select(query).await?,
-            ))),
+            WeirStatement::Select(query) => {
+                Ok(Outcome::Job(vec![self.planner.plan_select(query).await?]))
+            }
+            WeirStatement::StatementSet(inserts) => {
+                let (mut jobs, mut batches) = (Vec::new(), Vec::new());
+                for insert in inserts {
+                    match Box::pin(self.execute(insert)).await? {
+                        Outcome::Job(plans) => jobs.extend(plans),
+                        Outcome::Batch(queries) => batches.extend(queries),
+                        _ => return Err(Error::internal("a statement set holds only INSERTs")),
+                    }
+                }
+                Ok(if batches.is_empty() {
+                    Outcome::Job(jobs)
+                } else {
+                    Outcome::Batch(batches)
+                })
+            }
             WeirStatement::ShowJobs | WeirStatement::StopJob { .. } => {
                 Ok(Outcome::JobControl(stmt.clone()))
             }
             WeirStatement::Explain(inner) => {
-                let plan = match inner.as_ref() {
-                    WeirStatement::Insert { table, query } => {
-                        self.planner.plan_insert(table, query).await?
+                let mut plans = Vec::new();
+                let statements = match inner.as_ref() {
+                    WeirStatement::StatementSet(inserts) => {
+                        inserts.iter().map(|l| &l.statement).collect()
                     }
-                    WeirStatement::Select(query) => self.planner.plan_select(query).await?,
-                    _ => return Err(Error::plan("EXPLAIN takes a SELECT or an INSERT INTO")),
+                    other => vec![other],
                 };
-                let graph = self.build_job(std::slice::from_ref(&plan)).await?;
+                for statement in statements {
+                    plans.push(match statement {
+                        WeirStatement::Insert { table, query } => {
+                            self.planner.plan_insert(table, query).await?
+                        }
+                        WeirStatement::Select(query) => self.planner.plan_select(query).await?,
+                        _ => {
+                            return Err(Error::plan(
+                                "EXPLAIN takes a SELECT, an INSERT INTO or a STATEMENT SET",
+                            ));
+                        }
+                    });
+                }
+                let graph = self.build_job(&plans).await?;
+                let logical: Vec<String> =
+                    plans.iter().map(|p| p.logical_plan.to_string()).collect();
                 Ok(Outcome::Explain(format!(
                     "== Optimized Logical Plan ==\n{}\n\n== Job Graph ==\n{}",
-                    plan.logical_plan,
+                    logical.join("\n\n"),
                     graph.chained().explain()
                 )))
             }
@@ -353,8 +384,8 @@ impl Engine {
     pub async fn submit(&mut self, sql: &str) -> Result<Option<JobHandle>> {
         let mut plans = Vec::new();
         for stmt in self.parse(sql)? {
-            if let Outcome::Job(plan) = self.execute(&stmt).await? {
-                plans.push(*plan);
+            if let Outcome::Job(parts) = self.execute(&stmt).await? {
+                plans.extend(parts);
             }
         }
         if plans.is_empty() {

@@ -84,6 +84,9 @@ pub enum WeirStatement {
         name: String,
     },
     Explain(Box<WeirStatement>),
+    /// `EXECUTE STATEMENT SET BEGIN INSERT …; … END` (or the SQL client's
+    /// `BEGIN STATEMENT SET; INSERT …; … END`): `INSERT INTO` statements run as one job.
+    StatementSet(Vec<Located>),
 }
 
 /// A statement with the position where it starts.
@@ -218,6 +221,29 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             name: object_name(&name),
         });
     }
+    // `EXECUTE STATEMENT SET BEGIN …`, and `STATEMENT SET BEGIN …` after EXPLAIN.
+    let at = usize::from(word_is(&tok, "EXECUTE"));
+    if word_is(&p.peek_nth_token(at).token, "STATEMENT")
+        && word_is(&p.peek_nth_token(at + 1).token, "SET")
+    {
+        let open = p.peek_token().span.start;
+        for _ in 0..at + 2 {
+            p.next_token();
+        }
+        p.expect_keyword(Keyword::BEGIN)?;
+        return statement_set(p, sql, open);
+    }
+    if word_is(&tok, "BEGIN")
+        && word_is(&p.peek_nth_token(1).token, "STATEMENT")
+        && word_is(&p.peek_nth_token(2).token, "SET")
+    {
+        let open = p.peek_token().span.start;
+        p.next_token();
+        p.next_token();
+        p.next_token();
+        p.expect_token(&Token::SemiColon)?;
+        return statement_set(p, sql, open);
+    }
     if word_is(&tok, "EXPLAIN") {
         p.next_token();
         let _ = p.parse_keywords(&[Keyword::PLAN, Keyword::FOR]);
@@ -292,11 +318,57 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                 .collect::<Vec<_>>()
                 .join(" ");
             return Err(ParserError::ParserError(format!(
-                "unsupported statement '{kind} …'; Weir runs CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT, SET, RESET, SHOW TABLES, DESCRIBE and EXPLAIN at Line: {}, Column: {}",
+                "unsupported statement '{kind} …'; Weir runs CREATE TABLE, CREATE VIEW, INSERT INTO, EXECUTE STATEMENT SET, SELECT, SET, RESET, SHOW TABLES, DESCRIBE and EXPLAIN at Line: {}, Column: {}",
                 start.line, start.column
             )));
         }
     })
+}
+
+/// The `INSERT INTO` statements of a statement set, each ending with `;`, up to `END`.
+fn statement_set(
+    p: &mut Parser,
+    sql: &str,
+    open: sqlparser::tokenizer::Location,
+) -> Result<WeirStatement, ParserError> {
+    let mut inserts = Vec::new();
+    loop {
+        while p.consume_token(&Token::SemiColon) {}
+        let start = p.peek_token();
+        if word_is(&start.token, "END") {
+            p.next_token();
+            break;
+        }
+        let location = SqlLocation {
+            line: start.span.start.line,
+            column: start.span.start.column,
+        };
+        if start.token == Token::EOF {
+            return Err(ParserError::ParserError(format!(
+                "the STATEMENT SET is not closed with END at Line: {}, Column: {}",
+                open.line, open.column
+            )));
+        }
+        let statement = parse_statement(p, sql)?;
+        if !matches!(statement, WeirStatement::Insert { .. }) {
+            return Err(ParserError::ParserError(format!(
+                "a STATEMENT SET holds only INSERT INTO statements at Line: {}, Column: {}",
+                location.line, location.column
+            )));
+        }
+        inserts.push(Located {
+            statement,
+            location,
+        });
+        let next = p.peek_token();
+        if !p.consume_token(&Token::SemiColon) {
+            return p.expected("';' after the INSERT INTO statement", next);
+        }
+    }
+    if inserts.is_empty() {
+        return p.expected("an INSERT INTO statement before END", p.peek_token());
+    }
+    Ok(WeirStatement::StatementSet(inserts))
 }
 
 /// The text of a statement from its start (for view definitions).
@@ -444,6 +516,36 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
 mod tests {
     use super::*;
     use weir_common::Error;
+
+    #[test]
+    fn parses_statement_sets_in_both_forms() {
+        let set = |stmt: &WeirStatement| -> Vec<String> {
+            let WeirStatement::StatementSet(inserts) = stmt else {
+                panic!("{stmt:?}")
+            };
+            inserts
+                .iter()
+                .map(|l| match &l.statement {
+                    WeirStatement::Insert { table, .. } => {
+                        format!("{table}@{}:{}", l.location.line, l.location.column)
+                    }
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let sql = "EXECUTE STATEMENT SET BEGIN\n  INSERT INTO a SELECT 1;\n  INSERT INTO b SELECT 2;\nEND;\n\
+                   BEGIN STATEMENT SET;\nINSERT INTO c SELECT CASE WHEN 1 = 1 THEN 3 END;\nEND;\n\
+                   EXPLAIN STATEMENT SET BEGIN INSERT INTO d SELECT 4; END;\nSET 'a' = 'b';";
+        let stmts = parse_script(sql).unwrap();
+        assert_eq!(stmts.len(), 4);
+        assert_eq!(set(&stmts[0].statement), ["a@2:3", "b@3:3"]);
+        assert_eq!(set(&stmts[1].statement), ["c@6:1"]);
+        let WeirStatement::Explain(inner) = &stmts[2].statement else {
+            panic!()
+        };
+        assert_eq!(set(inner), ["d@8:29"]);
+        assert!(matches!(stmts[3].statement, WeirStatement::Set { .. }));
+    }
 
     #[test]
     fn parses_flink_ddl() {

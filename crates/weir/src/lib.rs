@@ -7,8 +7,8 @@
 //! let mut plans = Vec::new();
 //! for stmt in engine.parse("CREATE TABLE t (x BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');
 //!                           SELECT x FROM t;")? {
-//!     if let weir::Outcome::Job(plan) = engine.execute(&stmt).await? {
-//!         plans.push(*plan);
+//!     if let weir::Outcome::Job(parts) = engine.execute(&stmt).await? {
+//!         plans.extend(parts);
 //!     }
 //! }
 //! let job = engine.start(engine.build_job(&plans).await?, None).await?;

@@ -138,4 +138,5 @@ fn main() {
         run("s3-parquet", s3_rows, "s3://bench/out", checkpoint, &env);
     }
     let _ = server.kill();
+    let _ = server.wait();
 }

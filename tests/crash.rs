@@ -96,6 +96,7 @@ pub fn kill_until_done(args: &[&str], env: &[(&str, &str)], kills: usize, seed: 
         }
         match status {
             Some(st) => {
+                child.wait().unwrap();
                 let mut err = String::new();
                 use std::io::Read;
                 child

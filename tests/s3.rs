@@ -37,7 +37,8 @@ fn start_server() -> Option<S3Server> {
          while kill -0 {} 2>/dev/null; do sleep 1; done; kill $M",
         std::process::id()
     );
-    std::process::Command::new("sh")
+    #[allow(clippy::zombie_processes)] // the watcher ends on its own, after the test process
+    let _ = std::process::Command::new("sh")
         .args(["-c", &watcher])
         .spawn()
         .expect("start moto_server");

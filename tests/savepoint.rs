@@ -25,6 +25,8 @@ fn ids(out: &Path) -> Vec<i64> {
 }
 
 /// Starts the job and waits until `weir list` shows it; returns the child and the job id.
+/// The caller waits for the child.
+#[allow(clippy::zombie_processes)]
 fn start_job(dir: &Path, end: u64) -> (std::process::Child, String) {
     let out = dir.join("out");
     let s = write_script(

@@ -92,11 +92,10 @@ fn show_error(sql: &str, e: &weir::Error) {
     if let weir::Error::Sql {
         location: Some(l), ..
     } = e
+        && let Some(line) = sql.lines().nth(l.line.saturating_sub(1) as usize)
     {
-        if let Some(line) = sql.lines().nth(l.line.saturating_sub(1) as usize) {
-            eprintln!("  {line}");
-            eprintln!("  {}^", " ".repeat(l.column.saturating_sub(1) as usize));
-        }
+        eprintln!("  {line}");
+        eprintln!("  {}^", " ".repeat(l.column.saturating_sub(1) as usize));
     }
 }
 
@@ -117,39 +116,32 @@ impl Shell {
     }
 
     async fn execute(&mut self, stmt: &weir::sql::Located, sql: &str) -> anyhow::Result<()> {
-        if let WeirStatement::Select(query) = &stmt.statement {
-            if self.engine.config().runtime_mode() == weir::common::RuntimeMode::Batch
-                || self.engine.query_is_bounded(query).await?
-            {
-                let started = Instant::now();
-                let query = self.engine.plan_batch_select(query).await?;
-                if let weir::engine::BatchResult::Rows(batches) =
-                    self.engine.run_batch(&query).await?
-                {
-                    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-                    if let Some(b) = batches.first() {
-                        let types: Vec<String> = b
-                            .schema()
-                            .fields()
-                            .iter()
-                            .map(|f| {
-                                format!(
-                                    "{} {}",
-                                    f.name(),
-                                    weir::sql::types::sql_name(f.data_type())
-                                )
-                            })
-                            .collect();
-                        out!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
-                        out!("columns: {}", types.join(", "));
-                    }
-                    out!(
-                        "{rows} row(s) in set ({:.2} sec)",
-                        started.elapsed().as_secs_f64()
-                    );
+        if let WeirStatement::Select(query) = &stmt.statement
+            && (self.engine.config().runtime_mode() == weir::common::RuntimeMode::Batch
+                || self.engine.query_is_bounded(query).await?)
+        {
+            let started = Instant::now();
+            let query = self.engine.plan_batch_select(query).await?;
+            if let weir::engine::BatchResult::Rows(batches) = self.engine.run_batch(&query).await? {
+                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                if let Some(b) = batches.first() {
+                    let types: Vec<String> = b
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| {
+                            format!("{} {}", f.name(), weir::sql::types::sql_name(f.data_type()))
+                        })
+                        .collect();
+                    out!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
+                    out!("columns: {}", types.join(", "));
                 }
-                return Ok(());
+                out!(
+                    "{rows} row(s) in set ({:.2} sec)",
+                    started.elapsed().as_secs_f64()
+                );
             }
+            return Ok(());
         }
         match self.engine.execute(stmt).await? {
             Outcome::Done(msg) => out!("[INFO] {msg}"),

@@ -76,13 +76,12 @@ impl DatagenSourceFactory {
                 .strip_prefix("fields.")
                 .and_then(|k| k.rsplit_once('.'))
                 .map(|(n, _)| n)
+                && schema.field_with_name(name).is_err()
             {
-                if schema.field_with_name(name).is_err() {
-                    return Err(Error::config(format!(
-                        "table '{}': option '{key}' names column '{name}', which the table does not have",
-                        options.table
-                    )));
-                }
+                return Err(Error::config(format!(
+                    "table '{}': option '{key}' names column '{name}', which the table does not have",
+                    options.table
+                )));
             }
         }
         let mut total_rows = options.get_u64("number-of-rows")?;

@@ -151,7 +151,7 @@ impl Model {
     fn someone(&self, n: u64, salt: u64) -> i64 {
         let last = self.last_person(n);
         let h = self.h(n, salt);
-        if h % 4 != 0 {
+        if !h.is_multiple_of(4) {
             ((last / HOT_PEOPLE_RATIO) * HOT_PEOPLE_RATIO).max(FIRST_ID)
         } else {
             (last - (h >> 8) as i64 % 1000).max(FIRST_ID)
@@ -282,7 +282,7 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
         if kind == Kind::Bid && want[2] {
             let h = m.h(n, 9);
             let last = m.last_auction(n);
-            let auction = if h % 2 == 0 {
+            let auction = if h.is_multiple_of(2) {
                 ((last / HOT_AUCTION_RATIO) * HOT_AUCTION_RATIO).max(FIRST_ID)
             } else {
                 (last - (h >> 8) as i64 % 100).max(FIRST_ID)
@@ -302,7 +302,7 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
             scratch.push_str("https://www.nexmark.com/");
             scratch.push_str(&path);
             scratch.push_str("/item.htm?query=1");
-            if (h >> 30) % 2 == 0 {
+            if (h >> 30).is_multiple_of(2) {
                 b_channel.push(CHANNELS[((h >> 31) % 4) as usize]);
             } else {
                 let id = (h >> 33) % 10_000;
@@ -310,7 +310,7 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
                 channel.push_str("channel-");
                 push_padded(&mut channel, id, 1);
                 b_channel.push(&channel);
-                if (h >> 50) % 10 != 0 {
+                if !(h >> 50).is_multiple_of(10) {
                     scratch.push_str("&channel_id=");
                     let digits = channel.len() - "channel-".len();
                     for i in 0..digits {

@@ -236,7 +236,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
             graph.vertices[e.from].parallelism,
             graph.vertices[e.to].parallelism,
         );
-        for s in 0..fp {
+        for (s, outs) in out_edges[e.from].iter_mut().enumerate() {
             let targets: Vec<usize> = match e.partitioning {
                 Partitioning::Forward => {
                     if fp != tp {
@@ -254,7 +254,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
                 senders.push(tx);
                 in_channels[e.to][t].push(InputChannel::new(rx, e.input));
             }
-            out_edges[e.from][s].push(OutEdge {
+            outs.push(OutEdge {
                 partitioning: e.partitioning.clone(),
                 channels: senders,
                 next: s,

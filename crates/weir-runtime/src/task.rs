@@ -382,12 +382,13 @@ impl Task {
             .filter(|c| !c.closed && !c.idle && c.watermark >= st.watermark)
             .map(|c| c.watermark)
             .min();
-        if let Some(combined) = combined {
-            if combined > st.watermark && st.phase == Phase::Running {
-                st.watermark = combined;
-                self.push(0, 0, vec![StreamItem::Watermark(combined)])
-                    .await?;
-            }
+        if let Some(combined) = combined
+            && combined > st.watermark
+            && st.phase == Phase::Running
+        {
+            st.watermark = combined;
+            self.push(0, 0, vec![StreamItem::Watermark(combined)])
+                .await?;
         }
         Ok(())
     }

@@ -653,13 +653,11 @@ async fn failover_after_tasks_finished_restores_at_another_parallelism_exactly_o
         if let Some(c) = crate::storage::RestoredCheckpoint::latest(&chk)
             .await
             .unwrap()
-        {
-            if c.metadata
+            && c.metadata
                 .vertex("bounded")
                 .is_some_and(|v| v.fully_finished())
-            {
-                break;
-            }
+        {
+            break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),

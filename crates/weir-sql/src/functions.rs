@@ -195,12 +195,13 @@ pub fn alias_nested_fields(query: &mut sqlparser::ast::Query) {
                     }
                 }
                 for item in &mut select.projection {
-                    if let SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) = item {
-                        if parts.len() >= 2 && !relations.iter().any(|r| *r == parts[0].value) {
-                            let alias = parts.last().expect("two parts").clone();
-                            let expr = Expr::CompoundIdentifier(parts.clone());
-                            *item = SelectItem::ExprWithAlias { expr, alias };
-                        }
+                    if let SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) = item
+                        && parts.len() >= 2
+                        && !relations.iter().any(|r| *r == parts[0].value)
+                    {
+                        let alias = parts.last().expect("two parts").clone();
+                        let expr = Expr::CompoundIdentifier(parts.clone());
+                        *item = SelectItem::ExprWithAlias { expr, alias };
                     }
                 }
             }

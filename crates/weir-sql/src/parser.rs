@@ -36,7 +36,7 @@ pub struct CreateTable {
 #[derive(Debug, Clone)]
 pub enum ColumnOrComputed {
     Column(ColumnSpec),
-    Computed { name: String, expr: Expr },
+    Computed { name: String, expr: Box<Expr> },
 }
 
 /// One statement of a script.
@@ -444,7 +444,7 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
         } else {
             let name = p.parse_identifier()?.value;
             if p.parse_keyword(Keyword::AS) {
-                let expr = p.parse_expr()?;
+                let expr = Box::new(p.parse_expr()?);
                 table
                     .columns
                     .push(ColumnOrComputed::Computed { name, expr });

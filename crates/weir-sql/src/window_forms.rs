@@ -43,12 +43,11 @@ fn column_name(e: &Expr) -> Option<String> {
 fn parse_relation(text: &str) -> Result<TableFactor, String> {
     let sql = format!("SELECT * FROM {text}");
     let mut stmts = crate::parser::parse_script(&sql).map_err(|e| e.to_string())?;
-    if let Some(crate::parser::WeirStatement::Select(q)) = stmts.pop().map(|s| s.statement) {
-        if let sqlparser::ast::SetExpr::Select(s) = *q.body {
-            if let Some(t) = s.from.into_iter().next() {
-                return Ok(t.relation);
-            }
-        }
+    if let Some(crate::parser::WeirStatement::Select(q)) = stmts.pop().map(|s| s.statement)
+        && let sqlparser::ast::SetExpr::Select(s) = *q.body
+        && let Some(t) = s.from.into_iter().next()
+    {
+        return Ok(t.relation);
     }
     Err(format!("internal: cannot rewrite window relation {text}"))
 }
@@ -66,14 +65,14 @@ fn group_by_exprs<'a>(select: &'a mut Select, form: &str) -> Result<&'a mut Vec<
 /// item that is such an expression alone keeps its name.
 fn replace_in_outputs(select: &mut Select, replace: &dyn Fn(&Expr) -> Option<(Expr, String)>) {
     for item in &mut select.projection {
-        if let SelectItem::UnnamedExpr(e) = item {
-            if let Some((new, name)) = replace(e) {
-                *item = SelectItem::ExprWithAlias {
-                    expr: new,
-                    alias: Ident::new(name),
-                };
-                continue;
-            }
+        if let SelectItem::UnnamedExpr(e) = item
+            && let Some((new, name)) = replace(e)
+        {
+            *item = SelectItem::ExprWithAlias {
+                expr: new,
+                alias: Ident::new(name),
+            };
+            continue;
         }
         let _ = visit_expressions_mut(item, |e| {
             if let Some((new, _)) = replace(e) {

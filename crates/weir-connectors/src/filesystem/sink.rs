@@ -430,10 +430,10 @@ impl Committer for FileCommitter {
         let size = c.get("size").and_then(|v| v.as_u64()).unwrap_or(0);
         let kind = c.get("kind").and_then(|v| v.as_str()).unwrap_or("rename");
         if self.committed(&target, size).await? {
-            if let Ok(marker) = field(c, "marker") {
-                if let Ok(marker) = Path::parse(marker) {
-                    let _ = self.store.delete(&marker).await;
-                }
+            if let Ok(marker) = field(c, "marker")
+                && let Ok(marker) = Path::parse(marker)
+            {
+                let _ = self.store.delete(&marker).await;
             }
             return Ok(());
         }
@@ -483,10 +483,10 @@ impl Committer for FileCommitter {
             }
         }
         weir_common::failpoint("commit-after-publish");
-        if let Ok(marker) = field(c, "marker") {
-            if let Ok(marker) = Path::parse(marker) {
-                let _ = self.store.delete(&marker).await;
-            }
+        if let Ok(marker) = field(c, "marker")
+            && let Ok(marker) = Path::parse(marker)
+        {
+            let _ = self.store.delete(&marker).await;
         }
         Ok(())
     }

@@ -339,10 +339,10 @@ impl FileSource {
 
     /// The first split is read completely.
     fn split_done(&mut self) {
-        if let Some(split) = self.splits.pop_front() {
-            if let Some(m) = self.monitor.as_mut() {
-                m.done.insert(split.file);
-            }
+        if let Some(split) = self.splits.pop_front()
+            && let Some(m) = self.monitor.as_mut()
+        {
+            m.done.insert(split.file);
         }
     }
 }

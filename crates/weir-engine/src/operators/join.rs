@@ -475,10 +475,11 @@ impl JoinOperator {
                         }
                     }
                 }
-                if let (Some(at), false) = (at, kind.is_retraction()) {
-                    if this == kept && !matches.is_empty() {
-                        self.sides[this].matches.insert(*at, matches.len() as u32);
-                    }
+                if let (Some(at), false) = (at, kind.is_retraction())
+                    && this == kept
+                    && !matches.is_empty()
+                {
+                    self.sides[this].matches.insert(*at, matches.len() as u32);
                 }
                 continue;
             }
@@ -517,10 +518,10 @@ impl JoinOperator {
                     out_kinds.push(kind);
                 }
             }
-            if let (Some(at), false) = (at, kind.is_retraction()) {
-                if !matches.is_empty() {
-                    self.sides[this].matches.insert(*at, matches.len() as u32);
-                }
+            if let (Some(at), false) = (at, kind.is_retraction())
+                && !matches.is_empty()
+            {
+                self.sides[this].matches.insert(*at, matches.len() as u32);
             }
         }
         if !counted_other {
@@ -693,9 +694,9 @@ impl JoinOperator {
         }
         if let (Some(filter), false) = (&self.filter, pairs[0].is_empty()) {
             let mut columns = Vec::new();
-            for side in 0..2 {
+            for (side, pairs) in pairs.iter().enumerate() {
                 for c in 0..self.inputs[side].fields().len() {
-                    columns.push(gather(&self.sides[side].batches, &pairs[side], c)?);
+                    columns.push(gather(&self.sides[side].batches, pairs, c)?);
                 }
             }
             let options =

@@ -42,11 +42,11 @@ impl Operator for WatermarkAssigner {
         let values = self.expr.evaluate(&input)?.into_array(input.num_rows())?;
         let max = arrow::compute::max(&epoch_millis(&values)?);
         out.emit(batch);
-        if let Some(m) = max {
-            if m > self.current {
-                self.current = m;
-                out.emit_watermark(m);
-            }
+        if let Some(m) = max
+            && m > self.current
+        {
+            self.current = m;
+            out.emit_watermark(m);
         }
         Ok(())
     }

@@ -296,3 +296,48 @@ GROUP BY window_start, window_end;
         .collect();
     assert_eq!(committed_lines(&out), expected);
 }
+
+/// Two INSERTs reading one table read it once (`table.optimizer.reuse-source-enabled`,
+/// on by default): one source vertex feeds both, and the two outputs split its rows.
+#[test]
+fn statements_reading_one_table_share_its_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    let rows: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(input.join("a.csv"), format!("id\n{rows}")).unwrap();
+    let (low, high) = (tmp.path().join("low"), tmp.path().join("high"));
+    let script = |reuse: &str, explain: &str| {
+        let sql = format!(
+            "SET 'table.optimizer.reuse-source-enabled' = '{reuse}';\n\
+             CREATE TABLE t (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+             CREATE TABLE low (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+             CREATE TABLE high (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+             {explain} STATEMENT SET BEGIN\n\
+             INSERT INTO low SELECT id FROM t WHERE id <= 300;\n\
+             INSERT INTO high SELECT id FROM t WHERE id > 300;\n\
+             END;",
+            input.display(),
+            low.display(),
+            high.display()
+        );
+        write_script(tmp.path(), "job.sql", &sql)
+    };
+    let sources = |reuse: &str| {
+        let plan = run_ok(&[script(reuse, "EXPLAIN").to_str().unwrap(), "-p", "2"]);
+        plan.matches("Source: filesystem").count()
+    };
+    assert_eq!(sources("true"), 1);
+    assert_eq!(sources("false"), 2);
+    run_ok(&[script("true", "EXECUTE").to_str().unwrap(), "-p", "2"]);
+    let ids = |dir: &std::path::Path| -> Vec<u64> {
+        let mut v: Vec<u64> = committed_lines(dir)
+            .iter()
+            .filter_map(|l| l.parse().ok())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&low), (1..=300).collect::<Vec<_>>());
+    assert_eq!(ids(&high), (301..=1000).collect::<Vec<_>>());
+}

@@ -134,6 +134,13 @@ pub static KEYS: &[KeyInfo] = &[
         Duration,
         "A source subtask that emitted no rows for this long is marked idle, and its watermark stops holding back downstream watermarks until it emits again (0: never idle)."
     ),
+    key!(
+        "table.optimizer.reuse-source-enabled",
+        [],
+        "true",
+        Bool,
+        "Scans of the same table in one job (a self-join, several INSERTs, views over one table) share one source: it is read once and every reader sees the same rows."
+    ),
 ];
 
 /// A set of configuration values.
@@ -286,6 +293,11 @@ impl Config {
         parse_duration(self.raw_or_default("table.exec.state.ttl"))
             .ok()
             .filter(|d| !d.is_zero())
+    }
+
+    /// `table.optimizer.reuse-source-enabled`.
+    pub fn reuse_sources(&self) -> bool {
+        parse_bool(self.raw_or_default("table.optimizer.reuse-source-enabled")).unwrap_or(true)
     }
 
     /// `table.exec.source.idle-timeout`, when set.

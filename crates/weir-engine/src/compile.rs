@@ -37,13 +37,20 @@ fn keyed_vertex(
     v
 }
 
-/// Adds `plan` (statement number `statement`) to `graph`.
+/// Source vertices already in the graph, by table (its definition's address: a table
+/// dropped and created again is another table) and whether they assign watermarks.
+pub type ScanVertices = std::collections::HashMap<(usize, bool), usize>;
+
+/// Adds `plan` (statement number `statement`) to `graph`. With `scans`
+/// (`table.optimizer.reuse-source-enabled`), a table another scan of the job already reads
+/// is not read again: its vertex feeds this plan too.
 pub async fn compile_into(
     graph: &mut JobGraph,
     plan: &StreamPlan,
     statement: usize,
     default_parallelism: usize,
     state_ttl: Option<std::time::Duration>,
+    mut scans: Option<&mut ScanVertices>,
 ) -> Result<()> {
     let mut vertex_of: Vec<usize> = Vec::with_capacity(plan.nodes.len());
     let edge = |graph: &JobGraph, from: usize, to_parallelism: usize| {
@@ -61,6 +68,11 @@ pub async fn compile_into(
                 computed,
                 watermark,
             } => {
+                let key = (Arc::as_ptr(table) as usize, watermark.is_some());
+                if let Some(v) = scans.as_ref().and_then(|s| s.get(&key)) {
+                    vertex_of.push(*v);
+                    continue;
+                }
                 let parallelism = table.scan_parallelism.unwrap_or(default_parallelism);
                 let source =
                     weir_connectors::create_source(&table.options, table.physical_schema.clone())
@@ -86,13 +98,17 @@ pub async fn compile_into(
                 for o in &operators {
                     name.push_str(&format!(" -> {}", o.name()));
                 }
-                graph.add_vertex(Vertex {
+                let v = graph.add_vertex(Vertex {
                     uid: uid(&format!("scan-{}", table.name)),
                     name,
                     parallelism,
                     source: Some(source),
                     operators,
-                })
+                });
+                if let Some(scans) = scans.as_mut() {
+                    scans.insert(key, v);
+                }
+                v
             }
             PlanNode::Calc { input, steps, .. } => {
                 let from = vertex_of[*input];

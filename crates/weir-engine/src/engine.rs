@@ -2,6 +2,7 @@
 //! jobs. The CLI and the embedding library both drive this type.
 
 use crate::compile::compile_into;
+use std::collections::HashMap;
 use weir_common::{Config, Error, Result, RuntimeMode};
 use weir_runtime::{JobGraph, JobHandle, JobOptions, RestoreFrom};
 use weir_sql::types::sql_name;
@@ -437,6 +438,7 @@ impl Engine {
     /// statement set), creating and validating sources and sinks.
     pub async fn build_job(&self, plans: &[StreamPlan]) -> Result<JobGraph> {
         let mut graph = JobGraph::default();
+        let mut scans = self.config.reuse_sources().then(HashMap::new);
         for (i, plan) in plans.iter().enumerate() {
             compile_into(
                 &mut graph,
@@ -444,6 +446,7 @@ impl Engine {
                 i,
                 self.config.parallelism(),
                 self.config.state_ttl(),
+                scans.as_mut(),
             )
             .await?;
         }

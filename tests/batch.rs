@@ -105,3 +105,25 @@ fn batch_reads_parquet_folders_natively_with_computed_columns() {
     run_ok(&[read.to_str().unwrap(), "--mode", "batch"]);
     assert_eq!(committed_lines(&out), vec!["1000,500500,0", "n,ids,ws"]);
 }
+
+/// `INSERT INTO t (c, a) …` writes the listed columns from the query and NULL to the
+/// others, in both modes.
+#[test]
+fn insert_with_a_column_list_fills_the_other_columns_with_null() {
+    let tmp = tempfile::tempdir().unwrap();
+    for mode in ["streaming", "batch"] {
+        let out = tmp.path().join(mode);
+        let sql = format!(
+            "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '3', \
+             'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3');\n\
+             CREATE TABLE d (a BIGINT, b STRING, c INT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+             INSERT INTO d (c, a) SELECT id * 10, id FROM src;",
+            out.display()
+        );
+        let s = write_script(tmp.path(), "job.sql", &sql);
+        run_ok(&[s.to_str().unwrap(), "--mode", mode]);
+        let mut rows = committed_lines(&out);
+        rows.retain(|l| l != "a,b,c");
+        assert_eq!(rows, ["1,,10", "2,,20", "3,,30"], "{mode}");
+    }
+}

@@ -79,6 +79,24 @@ fn insert_with_wrong_column_count_is_rejected() {
 }
 
 #[test]
+fn insert_column_lists_are_checked() {
+    let ddl = "CREATE TABLE s (a INT, b INT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');\n\
+               CREATE TABLE d (a INT, b INT) WITH ('connector' = 'blackhole');\n";
+    fails_with(
+        &format!("{ddl}INSERT INTO d (a, x) SELECT a, b FROM s;"),
+        &["INSERT INTO 'd': no column 'x' (columns: a, b)", "line 3"],
+    );
+    fails_with(
+        &format!("{ddl}INSERT INTO d (b, b) SELECT a, b FROM s;"),
+        &["column 'b' is listed twice"],
+    );
+    fails_with(
+        &format!("{ddl}INSERT INTO d (b) SELECT a, b FROM s;"),
+        &["the query returns 2 columns for the 1 listed (b)"],
+    );
+}
+
+#[test]
 fn unwritable_sink_path_fails_before_any_data_moves() {
     fails_with(
         "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\

@@ -208,15 +208,14 @@ impl Engine {
                         .collect(),
                 })
             }
-            WeirStatement::Insert { table, query } if self.batch_mode() => {
-                let sink = self
-                    .planner
-                    .catalog
-                    .tables
-                    .get(table)
-                    .cloned()
-                    .ok_or_else(|| Error::plan(format!("INSERT INTO '{table}': no such table")))?;
-                let logical = self.planner.optimized(query).await?;
+            WeirStatement::Insert {
+                table,
+                columns,
+                query,
+            } if self.batch_mode() => {
+                let sink = self.planner.sink_table(table)?;
+                let query = self.planner.insert_query(table, columns, query).await?;
+                let logical = self.planner.optimized(&query).await?;
                 Ok(Outcome::Batch(vec![crate::batch::BatchQuery {
                     logical,
                     sink: Some(sink),
@@ -229,8 +228,13 @@ impl Engine {
                     sink: None,
                 }]))
             }
-            WeirStatement::Insert { table, query } => {
-                let plan = self.planner.plan_insert(table, query).await?;
+            WeirStatement::Insert {
+                table,
+                columns,
+                query,
+            } => {
+                let query = self.planner.insert_query(table, columns, query).await?;
+                let plan = self.planner.plan_insert(table, &query).await?;
                 let sink = plan.nodes.len() - 1;
                 if let Some(weir_sql::PlanNode::Sink { table, .. }) = plan.nodes.last() {
                     weir_connectors::check_changelog(&table.options, plan.updates(sink))?;
@@ -268,8 +272,13 @@ impl Engine {
                 };
                 for statement in statements {
                     plans.push(match statement {
-                        WeirStatement::Insert { table, query } => {
-                            self.planner.plan_insert(table, query).await?
+                        WeirStatement::Insert {
+                            table,
+                            columns,
+                            query,
+                        } => {
+                            let query = self.planner.insert_query(table, columns, query).await?;
+                            self.planner.plan_insert(table, &query).await?
                         }
                         WeirStatement::Select(query) => self.planner.plan_select(query).await?,
                         _ => {

@@ -113,6 +113,9 @@ impl Coordinator {
                 for r in waiting_replies.drain(..) {
                     let _ = r.send(Err(Error::Checkpoint("the job finished".into())));
                 }
+                if let Some(p) = pending.take() {
+                    self.abort(p, "the job finished").await;
+                }
                 self.remove_aborted(CheckpointId(u64::MAX)).await;
                 return Ok(outcome);
             }

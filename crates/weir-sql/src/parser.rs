@@ -59,6 +59,9 @@ pub enum WeirStatement {
     },
     Insert {
         table: String,
+        /// `INSERT INTO t (a, b) …`: the columns written, in the query's order; empty:
+        /// all of them, in the table's order.
+        columns: Vec<String>,
         query: Box<Query>,
     },
     Select(Box<Query>),
@@ -263,19 +266,17 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                     )));
                 }
             };
-            if !insert.columns.is_empty() {
-                return Err(ParserError::ParserError(format!(
-                    "INSERT with a column list is not supported yet; select the columns in the table's order at Line: {}, Column: {}",
-                    start.line, start.column
-                )));
-            }
             let Some(query) = insert.source else {
                 return Err(ParserError::ParserError(format!(
                     "INSERT needs a SELECT or VALUES at Line: {}, Column: {}",
                     start.line, start.column
                 )));
             };
-            WeirStatement::Insert { table, query }
+            WeirStatement::Insert {
+                table,
+                columns: insert.columns.iter().map(object_name).collect(),
+                query,
+            }
         }
         Statement::CreateView(v) => {
             if v.materialized {

@@ -555,14 +555,97 @@ impl Planner {
     }
 
     /// `INSERT INTO table SELECT …`.
-    pub async fn plan_insert(&self, table: &str, query: &Query) -> Result<StreamPlan> {
-        let def = self.catalog.tables.get(table).cloned().ok_or_else(|| {
+    /// The table an `INSERT INTO` writes.
+    pub fn sink_table(&self, table: &str) -> Result<Arc<TableDef>> {
+        self.catalog.tables.get(table).cloned().ok_or_else(|| {
             let known: Vec<_> = self.catalog.tables.keys().cloned().collect();
             Error::plan(format!(
                 "INSERT INTO '{table}': no such table (tables: {})",
                 known.join(", ")
             ))
-        })?;
+        })
+    }
+
+    /// The query of `INSERT INTO table (columns) query` as one returning every column of
+    /// the table in its order: listed columns from the query, the others NULL (as Flink
+    /// does). Without a column list, `query` itself.
+    pub async fn insert_query(
+        &self,
+        table: &str,
+        columns: &[String],
+        query: &Query,
+    ) -> Result<Query> {
+        if columns.is_empty() {
+            return Ok(query.clone());
+        }
+        let def = self.sink_table(table)?;
+        let names: Vec<&str> = def
+            .physical_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        for (i, c) in columns.iter().enumerate() {
+            if !names.contains(&c.as_str()) {
+                return Err(Error::plan(format!(
+                    "INSERT INTO '{table}': no column '{c}' (columns: {})",
+                    names.join(", ")
+                )));
+            }
+            if columns[..i].contains(c) {
+                return Err(Error::plan(format!(
+                    "INSERT INTO '{table}': column '{c}' is listed twice"
+                )));
+            }
+        }
+        let width = self.logical(query).await?.schema().fields().len();
+        if width != columns.len() {
+            return Err(Error::plan(format!(
+                "INSERT INTO '{table}': the query returns {width} columns for the {} listed ({})",
+                columns.len(),
+                columns.join(", ")
+            )));
+        }
+        // SELECT <column or NULL>, … FROM (query) AS __weir_insert(__weir_c0, …)
+        use sqlparser::ast::{
+            Expr as SqlExpr, Ident, SelectItem, SetExpr, TableAliasColumnDef, TableFactor,
+        };
+        let template = "SELECT NULL FROM (SELECT 1) AS __weir_insert(c)";
+        let mut parsed =
+            sqlparser::parser::Parser::parse_sql(&crate::dialect::FlinkDialect, template)
+                .map_err(|e| Error::internal(format!("INSERT column list template: {e}")))?;
+        let Some(Statement::Query(mut outer)) = parsed.pop() else {
+            return Err(Error::internal("INSERT column list template"));
+        };
+        let SetExpr::Select(select) = outer.body.as_mut() else {
+            return Err(Error::internal("INSERT column list template"));
+        };
+        let null = select.projection[0].clone();
+        let alias = |i: usize| format!("__weir_c{i}");
+        select.projection = names
+            .iter()
+            .map(|n| match columns.iter().position(|c| c == n) {
+                Some(i) => SelectItem::UnnamedExpr(SqlExpr::Identifier(Ident::new(alias(i)))),
+                None => null.clone(),
+            })
+            .collect();
+        let TableFactor::Derived {
+            subquery,
+            alias: Some(a),
+            ..
+        } = &mut select.from[0].relation
+        else {
+            return Err(Error::internal("INSERT column list template"));
+        };
+        **subquery = query.clone();
+        a.columns = (0..columns.len())
+            .map(|i| TableAliasColumnDef::from_name(alias(i)))
+            .collect();
+        Ok(*outer)
+    }
+
+    pub async fn plan_insert(&self, table: &str, query: &Query) -> Result<StreamPlan> {
+        let def = self.sink_table(table)?;
         let logical = self.optimized(query).await?;
         let mut plan = StreamPlan {
             logical_plan: logical.display_indent().to_string(),

@@ -127,3 +127,29 @@ fn insert_with_a_column_list_fills_the_other_columns_with_null() {
         assert_eq!(rows, ["1,,10", "2,,20", "3,,30"], "{mode}");
     }
 }
+
+/// `CREATE TABLE t WITH (…) AS SELECT …` creates the table with the query's columns and
+/// fills it, in both modes.
+#[test]
+fn create_table_as_select_takes_the_query_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    for mode in ["streaming", "batch"] {
+        let out = tmp.path().join(mode);
+        let sql = format!(
+            "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '3', \
+             'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3');\n\
+             CREATE TABLE d WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv')\n\
+             AS SELECT id, id * 2 AS twice, CONCAT('n', CAST(id AS STRING)) AS label FROM src;\n\
+             DESCRIBE d;",
+            out.display()
+        );
+        let s = write_script(tmp.path(), "job.sql", &sql);
+        let described = run_ok(&[s.to_str().unwrap(), "--mode", mode]);
+        for column in ["| id ", "| twice ", "| label "] {
+            assert!(described.contains(column), "{described}");
+        }
+        let mut rows = committed_lines(&out);
+        rows.retain(|l| l != "id,twice,label");
+        assert_eq!(rows, ["1,2,n1", "2,4,n2", "3,6,n3"], "{mode}");
+    }
+}

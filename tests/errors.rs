@@ -97,6 +97,25 @@ fn insert_column_lists_are_checked() {
 }
 
 #[test]
+fn create_table_as_select_is_checked() {
+    let src = "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');\n";
+    fails_with(
+        &format!(
+            "{src}CREATE TABLE d (a INT) WITH ('connector' = 'blackhole') AS SELECT a FROM s;"
+        ),
+        &["takes its columns from the query", "line 2, column 1"],
+    );
+    fails_with(
+        &format!("{src}CREATE TABLE d WITH ('connector' = 'blackhole') AS SELECT a + 1 FROM s;"),
+        &["name column 1 ('s.a + Int64(1)') with AS", "line 2"],
+    );
+    fails_with(
+        &format!("{src}CREATE TABLE d WITH ('connector' = 'blackhole');"),
+        &["CREATE TABLE 'd': the table has no columns"],
+    );
+}
+
+#[test]
 fn unwritable_sink_path_fails_before_any_data_moves() {
     fails_with(
         "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\

@@ -112,6 +112,41 @@ impl Engine {
                     None => Outcome::Done(format!("table '{}' already exists", ct.name)),
                 })
             }
+            WeirStatement::CreateTableAs { table, query } => {
+                // The query is planned first: a bad one creates no table.
+                let logical = self.planner.optimized(query).await?;
+                let mut ct = (**table).clone();
+                for (i, f) in logical.schema().as_arrow().fields().iter().enumerate() {
+                    let name = f.name();
+                    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                        return Err(Error::plan(format!(
+                            "CREATE TABLE '{}' AS SELECT: name column {} ('{name}') with AS",
+                            ct.name,
+                            i + 1
+                        )));
+                    }
+                    ct.columns.push(weir_sql::parser::ColumnOrComputed::Column(
+                        weir_sql::parser::ColumnSpec {
+                            name: name.clone(),
+                            data_type: weir_sql::types::storable(f.data_type()),
+                            nullable: true,
+                        },
+                    ));
+                }
+                let name = ct.name.clone();
+                Box::pin(self.execute_statement(&WeirStatement::CreateTable(Box::new(ct)))).await?;
+                let insert = WeirStatement::Insert {
+                    table: name.clone(),
+                    columns: Vec::new(),
+                    query: query.clone(),
+                };
+                let outcome = Box::pin(self.execute_statement(&insert)).await;
+                if outcome.is_err() {
+                    // Leave the catalog as it was.
+                    let _ = self.planner.drop_table(&name, true);
+                }
+                outcome
+            }
             WeirStatement::CreateView {
                 name,
                 or_replace,

@@ -43,6 +43,12 @@ pub enum ColumnOrComputed {
 #[derive(Debug, Clone)]
 pub enum WeirStatement {
     CreateTable(Box<CreateTable>),
+    /// `CREATE TABLE t WITH (…) AS SELECT …`: a table with the query's columns, which the
+    /// query then fills (Flink's CTAS).
+    CreateTableAs {
+        table: Box<CreateTable>,
+        query: Box<Query>,
+    },
     CreateView {
         name: String,
         or_replace: bool,
@@ -157,13 +163,38 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             p.next_token();
             let _ = p.parse_keyword(Keyword::TEMPORARY);
             p.expect_keyword(Keyword::TABLE)?;
-            return Ok(WeirStatement::CreateTable(Box::new(parse_create_table(
+            let table = parse_create_table(
                 p,
                 SqlLocation {
                     line: loc.line,
                     column: loc.column,
                 },
-            )?)));
+            )?;
+            let at = |what: &str| {
+                ParserError::ParserError(format!(
+                    "CREATE TABLE '{}': {what} at Line: {}, Column: {}",
+                    table.name, loc.line, loc.column
+                ))
+            };
+            if p.parse_keyword(Keyword::AS) {
+                if !table.columns.is_empty() || table.watermark.is_some() {
+                    return Err(at(
+                        "CREATE TABLE … AS SELECT takes its columns from the query; remove the column list",
+                    ));
+                }
+                if table.if_not_exists {
+                    return Err(at("IF NOT EXISTS is not supported with AS SELECT"));
+                }
+                let query = p.parse_query()?;
+                return Ok(WeirStatement::CreateTableAs {
+                    table: Box::new(table),
+                    query,
+                });
+            }
+            if table.columns.is_empty() {
+                return Err(at("the table has no columns"));
+            }
+            return Ok(WeirStatement::CreateTable(Box::new(table)));
         }
     }
     if word_is(&tok, "SET") {
@@ -421,8 +452,9 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
         options: BTreeMap::new(),
         location,
     };
-    p.expect_token(&Token::LParen)?;
-    loop {
+    // No column list: CREATE TABLE … AS SELECT.
+    let mut columns_open = p.consume_token(&Token::LParen);
+    while columns_open {
         let tok = p.peek_token().token;
         if word_is(&tok, "WATERMARK") {
             p.next_token();
@@ -481,7 +513,7 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
         }
         if !p.consume_token(&Token::Comma) {
             p.expect_token(&Token::RParen)?;
-            break;
+            columns_open = false;
         }
     }
     if p.parse_keyword(Keyword::COMMENT) {

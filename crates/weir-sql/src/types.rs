@@ -185,6 +185,26 @@ pub fn convert(t: &SqlType) -> Result<DataType, String> {
     })
 }
 
+/// The type a table column gets for a query column of type `dt` (CREATE TABLE … AS
+/// SELECT): one DDL can spell, so views, large and dictionary types become plain ones.
+pub fn storable(dt: &DataType) -> DataType {
+    match dt {
+        DataType::Utf8View | DataType::LargeUtf8 | DataType::Null => DataType::Utf8,
+        DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
+        DataType::Dictionary(_, value) => storable(value),
+        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) => DataType::List(
+            std::sync::Arc::new(f.as_ref().clone().with_data_type(storable(f.data_type()))),
+        ),
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| f.as_ref().clone().with_data_type(storable(f.data_type())))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Flink's name of an Arrow type (for DESCRIBE and messages).
 pub fn sql_name(dt: &DataType) -> String {
     match dt {

@@ -116,6 +116,16 @@ fn create_table_as_select_is_checked() {
 }
 
 #[test]
+fn limit_over_an_updating_query_is_explained() {
+    fails_with(
+        "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '5');\n\
+         CREATE TABLE d (a INT, n BIGINT) WITH ('connector' = 'print');\n\
+         INSERT INTO d SELECT a, COUNT(*) FROM s GROUP BY a LIMIT 3;",
+        &["LIMIT over an updating query", "line 3"],
+    );
+}
+
+#[test]
 fn unwritable_sink_path_fails_before_any_data_moves() {
     fails_with(
         "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\

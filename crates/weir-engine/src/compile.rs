@@ -3,8 +3,9 @@
 //! positions, so the same script always yields the same uids and restores its state.
 
 use crate::operators::{
-    CalcOperatorFactory, GroupAggregateFactory, JoinOperatorFactory, SessionAggregateFactory,
-    TopNFactory, UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
+    CalcOperatorFactory, GroupAggregateFactory, JoinOperatorFactory, LimitFactory,
+    SessionAggregateFactory, TopNFactory, UnionOperatorFactory, WatermarkAssignerFactory,
+    WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -274,6 +275,23 @@ pub async fn compile_into(
                     partition,
                     default_parallelism,
                 )
+            }
+            PlanNode::Limit { input, skip, fetch } => {
+                let factory = LimitFactory {
+                    skip: *skip,
+                    fetch: *fetch,
+                };
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("limit"),
+                    name: factory.name(),
+                    parallelism: 1,
+                    source: None,
+                    operators: vec![Arc::new(factory)],
+                });
+                let from = vertex_of[*input];
+                let p = edge(graph, from, 1);
+                graph.connect(from, v, p, 0);
+                v
             }
             PlanNode::Union { inputs, schema } => {
                 let v = graph.add_vertex(Vertex {

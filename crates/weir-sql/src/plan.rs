@@ -140,6 +140,13 @@ pub enum PlanNode {
         /// not empty. Its state is global, so it runs as one subtask.
         null_aware: bool,
     },
+    /// `LIMIT fetch OFFSET skip` over an append-only input: rows `skip .. skip + fetch`
+    /// in arrival order, in one subtask.
+    Limit {
+        input: usize,
+        skip: usize,
+        fetch: Option<usize>,
+    },
     /// Union of inputs with the same schema.
     Union {
         inputs: Vec<usize>,
@@ -185,7 +192,9 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
             | PlanNode::Join { schema, .. }
             | PlanNode::Union { schema, .. }
             | PlanNode::Collect { schema, .. } => schema.clone(),
-            PlanNode::Sink { input, .. } => output_schema_in(nodes, *input),
+            PlanNode::Sink { input, .. } | PlanNode::Limit { input, .. } => {
+                output_schema_in(nodes, *input)
+            }
         }
     }
 }
@@ -213,6 +222,7 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             PlanNode::TopN { limit: 1, .. } => Some("Deduplicate"),
             PlanNode::TopN { .. } => Some("TopN"),
             PlanNode::Calc { input, .. }
+            | PlanNode::Limit { input, .. }
             | PlanNode::Sink { input, .. }
             | PlanNode::Collect { input, .. } => updates_in(nodes, *input),
             PlanNode::Union { inputs, .. } => inputs.iter().find_map(|i| updates_in(nodes, *i)),

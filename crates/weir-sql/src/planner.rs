@@ -731,9 +731,6 @@ impl Planner {
                             scan.table_name
                         ))
                     })?;
-                if scan.fetch.is_some() {
-                    return Err(Error::plan("LIMIT is not supported in streaming mode yet"));
-                }
                 if !scan.filters.is_empty() {
                     return Err(Error::internal("filters were pushed into a streaming scan"));
                 }
@@ -761,6 +758,7 @@ impl Planner {
                         nodes.len() - 1
                     }
                 };
+                // A fetch pushed into the scan is the Limit above it: nothing to do here.
                 let mut steps = Vec::new();
                 if let Some(projection) = &scan.projection {
                     let identity = projection.len() == table.schema.fields().len()
@@ -1101,6 +1099,23 @@ impl Planner {
                 });
                 Ok((nodes.len() - 1, Vec::new()))
             }
+            LogicalPlan::Limit(limit) => {
+                use datafusion::logical_expr::{FetchType, SkipType};
+                let (SkipType::Literal(skip), FetchType::Literal(fetch)) =
+                    (limit.get_skip_type()?, limit.get_fetch_type()?)
+                else {
+                    return Err(Error::plan("LIMIT and OFFSET take constant numbers"));
+                };
+                let input = self.translate_into_node(&limit.input, nodes)?;
+                if let Some(kind) = crate::plan::updates_in(nodes, input) {
+                    return Err(Error::plan(format!(
+                        "LIMIT over an updating query ({kind}) is not supported in streaming mode; \
+                         keep the best rows with ROW_NUMBER() OVER (ORDER BY …) <= n instead"
+                    )));
+                }
+                nodes.push(PlanNode::Limit { input, skip, fetch });
+                Ok((nodes.len() - 1, Vec::new()))
+            }
             LogicalPlan::Union(u) => {
                 let inputs = u
                     .inputs
@@ -1117,7 +1132,7 @@ impl Planner {
                 let what = other.display().to_string();
                 let what = what.split(':').next().unwrap_or_default();
                 Err(Error::plan(format!(
-                    "{what} is not supported in streaming mode yet (Weir runs projections, filters, scalar functions and UNION ALL; aggregations, joins and windows are on the way)"
+                    "{what} is not supported in streaming mode yet; over bounded tables, batch mode runs it (SET 'execution.runtime-mode' = 'batch')"
                 )))
             }
         }

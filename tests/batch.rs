@@ -177,3 +177,27 @@ fn limit_and_offset_in_both_modes() {
         assert_eq!(ids, [6, 8, 10, 12, 14], "{mode}");
     }
 }
+
+/// `INSERT INTO t VALUES …` and `VALUES` as a derived table, in both modes.
+#[test]
+fn values_in_both_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for mode in ["streaming", "batch"] {
+        let out = tmp.path().join(mode);
+        let sql = format!(
+            "CREATE TABLE d (id INT, name STRING, price DECIMAL(10, 2)) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+             INSERT INTO d VALUES (1, 'apple', 1.5), (2, 'pear', NULL), (3, CONCAT('ki', 'wi'), 2 * 3.25);\n\
+             INSERT INTO d SELECT x, y, 0 FROM (VALUES (4, 'fig'), (5, 'lime')) AS t(x, y) WHERE x > 4;",
+            out.display()
+        );
+        let s = write_script(tmp.path(), "job.sql", &sql);
+        run_ok(&[s.to_str().unwrap(), "--mode", mode]);
+        let mut rows = committed_lines(&out);
+        rows.retain(|l| l != "id,name,price");
+        assert_eq!(
+            rows,
+            ["1,apple,1.50", "2,pear,", "3,kiwi,6.50", "5,lime,0.00"],
+            "{mode}"
+        );
+    }
+}

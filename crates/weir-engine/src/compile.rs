@@ -276,6 +276,28 @@ pub async fn compile_into(
                     default_parallelism,
                 )
             }
+            PlanNode::Values { batch } => {
+                let options = ConnectorOptions::new(
+                    "VALUES".to_string(),
+                    [
+                        ("connector".to_string(), "memory".to_string()),
+                        (
+                            "memory.id".to_string(),
+                            weir_connectors::memory::register(vec![batch.clone()]),
+                        ),
+                    ]
+                    .into_iter()
+                    .collect(),
+                );
+                let source = weir_connectors::create_source(&options, batch.schema()).await?;
+                graph.add_vertex(Vertex {
+                    uid: uid("values"),
+                    name: format!("Source: VALUES ({} rows)", batch.num_rows()),
+                    parallelism: 1,
+                    source: Some(source),
+                    operators: Vec::new(),
+                })
+            }
             PlanNode::Limit { input, skip, fetch } => {
                 let factory = LimitFactory {
                     skip: *skip,

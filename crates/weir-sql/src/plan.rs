@@ -147,6 +147,8 @@ pub enum PlanNode {
         skip: usize,
         fetch: Option<usize>,
     },
+    /// Literal rows (`VALUES (…), (…)`), read by a bounded source.
+    Values { batch: arrow::array::RecordBatch },
     /// Union of inputs with the same schema.
     Union {
         inputs: Vec<usize>,
@@ -184,6 +186,7 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
     {
         match &nodes[n] {
             PlanNode::Scan { table, .. } => table.schema.clone(),
+            PlanNode::Values { batch } => batch.schema(),
             PlanNode::Calc { schema, .. }
             | PlanNode::WindowAggregate { schema, .. }
             | PlanNode::SessionAggregate { schema, .. }
@@ -216,6 +219,7 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
                 .or(updates_in(nodes, *right))
                 .map(|_| "Join"),
             PlanNode::Scan { .. }
+            | PlanNode::Values { .. }
             | PlanNode::WindowAggregate { .. }
             | PlanNode::SessionAggregate { .. } => None,
             PlanNode::GroupAggregate { .. } => Some("GroupAggregate"),

@@ -1099,6 +1099,40 @@ impl Planner {
                 });
                 Ok((nodes.len() - 1, Vec::new()))
             }
+            LogicalPlan::Values(values) => {
+                // Evaluated once, here: one row of no columns to evaluate constants on.
+                let schema = Arc::new(values.schema.as_arrow().clone());
+                let one = arrow::array::RecordBatch::try_new_with_options(
+                    Arc::new(Schema::empty()),
+                    Vec::new(),
+                    &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+                )?;
+                let empty = DFSchema::empty();
+                let mut columns = Vec::new();
+                for (c, field) in schema.fields().iter().enumerate() {
+                    let mut cells = Vec::new();
+                    for row in &values.values {
+                        let array = physical(&row[c], &empty)?
+                            .evaluate(&one)
+                            .and_then(|v| v.into_array(1))
+                            .map_err(plan_error)?;
+                        cells.push(arrow::compute::cast(&array, field.data_type())?);
+                    }
+                    let refs: Vec<&dyn arrow::array::Array> =
+                        cells.iter().map(|a| a.as_ref()).collect();
+                    columns.push(arrow::compute::concat(&refs)?);
+                }
+                let schema = Arc::new(Schema::new(
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.as_ref().clone().with_nullable(true))
+                        .collect::<Vec<_>>(),
+                ));
+                let batch = arrow::array::RecordBatch::try_new(schema, columns)?;
+                nodes.push(PlanNode::Values { batch });
+                Ok((nodes.len() - 1, Vec::new()))
+            }
             LogicalPlan::Limit(limit) => {
                 use datafusion::logical_expr::{FetchType, SkipType};
                 let (SkipType::Literal(skip), FetchType::Literal(fetch)) =

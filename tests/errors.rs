@@ -126,6 +126,35 @@ fn limit_over_an_updating_query_is_explained() {
 }
 
 #[test]
+fn like_clauses_are_checked() {
+    let src = "CREATE TABLE s (a BIGINT, b AS TO_TIMESTAMP_LTZ(a, 3), WATERMARK FOR b AS b) \
+               WITH ('connector' = 'datagen', 'number-of-rows' = '1');\n";
+    fails_with(
+        &format!("{src}CREATE TABLE d WITH ('connector' = 'blackhole') LIKE nope;"),
+        &["CREATE TABLE 'd' LIKE 'nope': no such table", "line 2"],
+    );
+    fails_with(
+        &format!("{src}CREATE TABLE d (a STRING) LIKE s;"),
+        &["column 'a' is defined in both tables"],
+    );
+    fails_with(
+        &format!("{src}CREATE TABLE d (WATERMARK FOR b AS b) LIKE s;"),
+        &["both tables define a watermark", "OVERWRITING or EXCLUDING"],
+    );
+    fails_with(
+        &format!("{src}CREATE TABLE d WITH ('number-of-rows' = '2') LIKE s (INCLUDING OPTIONS);"),
+        &["option 'number-of-rows' is set in both tables"],
+    );
+    fails_with(
+        &format!("{src}CREATE TABLE d LIKE s (OVERWRITING ALL);"),
+        &[
+            "OVERWRITING applies to GENERATED, OPTIONS, WATERMARKS and METADATA only",
+            "line 2",
+        ],
+    );
+}
+
+#[test]
 fn unwritable_sink_path_fails_before_any_data_moves() {
     fails_with(
         "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\

@@ -341,3 +341,31 @@ fn statements_reading_one_table_share_its_source() {
     assert_eq!(ids(&low), (1..=300).collect::<Vec<_>>());
     assert_eq!(ids(&high), (301..=1000).collect::<Vec<_>>());
 }
+
+/// `CREATE TABLE … LIKE`: a sink declared like its source with another path and format,
+/// and a source with an extra column and an overwritten option; DESCRIBE shows the merge.
+#[test]
+fn tables_declared_like_another_take_its_columns_and_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let sql = format!(
+        "CREATE TABLE src (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 1000, 3), \
+           WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
+         WITH ('connector' = 'datagen', 'number-of-rows' = '100', 'fields.id.kind' = 'sequence', \
+               'fields.id.start' = '1', 'fields.id.end' = '100');\n\
+         CREATE TABLE fewer (tag STRING) WITH ('number-of-rows' = '5', 'fields.id.end' = '5') LIKE src;\n\
+         DESCRIBE fewer;\n\
+         CREATE TABLE dst WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv') \
+           LIKE src (EXCLUDING OPTIONS, EXCLUDING GENERATED, EXCLUDING WATERMARKS);\n\
+         INSERT INTO dst SELECT id FROM fewer WHERE tag IS NOT NULL;",
+        out.display()
+    );
+    let s = write_script(tmp.path(), "job.sql", &sql);
+    let described = run_ok(&[s.to_str().unwrap(), "-p", "1"]);
+    for cell in ["| id ", "| ts ", "ts - INTERVAL '1' SECOND", "| tag "] {
+        assert!(described.contains(cell), "{described}");
+    }
+    let mut rows = committed_lines(&out);
+    rows.retain(|l| l != "id");
+    assert_eq!(rows, ["1", "2", "3", "4", "5"]);
+}

@@ -99,6 +99,7 @@ impl Engine {
     async fn execute_statement(&mut self, stmt: &WeirStatement) -> Result<Outcome> {
         match stmt {
             WeirStatement::CreateTable(ct) => {
+                let ct = &self.planner.resolve_like(ct)?;
                 // Validate options before the table exists.
                 let mut options = ct.options.clone();
                 options.remove("scan.parallelism");
@@ -218,7 +219,7 @@ impl Engine {
                     .catalog
                     .tables
                     .get(name)
-                    .and_then(|t| t.watermark.clone());
+                    .and_then(|t| t.ddl.watermark.clone());
                 Ok(Outcome::Table {
                     header: vec![
                         "name".into(),
@@ -367,6 +368,7 @@ impl Engine {
             ]
             .into_iter()
             .collect(),
+            like: None,
             location: weir_common::SqlLocation { line: 1, column: 1 },
         };
         self.planner.create_table(&table).await?;

@@ -26,6 +26,8 @@ pub struct TableDef {
     /// `scan.parallelism` / `sink.parallelism` (Flink's names), taken out of `options`.
     pub scan_parallelism: Option<usize>,
     pub sink_parallelism: Option<usize>,
+    /// The table's DDL (with any `LIKE` resolved), for `CREATE TABLE … LIKE` this table.
+    pub ddl: Arc<crate::parser::CreateTable>,
 }
 
 /// A declared view.

@@ -30,7 +30,37 @@ pub struct CreateTable {
     pub primary_key: Vec<String>,
     pub partitioned_by: Vec<String>,
     pub options: BTreeMap<String, String>,
+    /// `LIKE other [(…)]`: what to take from another table.
+    pub like: Option<LikeClause>,
     pub location: SqlLocation,
+}
+
+/// Flink's `LIKE` clause of `CREATE TABLE`.
+#[derive(Debug, Clone)]
+pub struct LikeClause {
+    pub table: String,
+    /// The like options in their order (later ones win).
+    pub options: Vec<(LikeStrategy, LikeFeature)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LikeStrategy {
+    /// Take the feature; a clash with the new table's is an error.
+    Including,
+    Excluding,
+    /// Take the feature; the new table's wins a clash.
+    Overwriting,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LikeFeature {
+    All,
+    Constraints,
+    Partitions,
+    Generated,
+    Options,
+    Watermarks,
+    Metadata,
 }
 
 #[derive(Debug, Clone)]
@@ -177,6 +207,9 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                 ))
             };
             if p.parse_keyword(Keyword::AS) {
+                if table.like.is_some() {
+                    return Err(at("LIKE and AS SELECT do not go together"));
+                }
                 if !table.columns.is_empty() || table.watermark.is_some() {
                     return Err(at(
                         "CREATE TABLE … AS SELECT takes its columns from the query; remove the column list",
@@ -191,7 +224,7 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                     query,
                 });
             }
-            if table.columns.is_empty() {
+            if table.columns.is_empty() && table.like.is_none() {
                 return Err(at("the table has no columns"));
             }
             return Ok(WeirStatement::CreateTable(Box::new(table)));
@@ -450,6 +483,7 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
         primary_key: Vec::new(),
         partitioned_by: Vec::new(),
         options: BTreeMap::new(),
+        like: None,
         location,
     };
     // No column list: CREATE TABLE … AS SELECT.
@@ -541,6 +575,60 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
                 break;
             }
         }
+    }
+    if p.parse_keyword(Keyword::LIKE) {
+        let source = object_name(&p.parse_object_name(false)?);
+        let mut options = Vec::new();
+        if p.consume_token(&Token::LParen) {
+            loop {
+                let strategy = match p.next_token() {
+                    t if word_is(&t.token, "INCLUDING") => LikeStrategy::Including,
+                    t if word_is(&t.token, "EXCLUDING") => LikeStrategy::Excluding,
+                    t if word_is(&t.token, "OVERWRITING") => LikeStrategy::Overwriting,
+                    t => return p.expected("INCLUDING, EXCLUDING or OVERWRITING", t),
+                };
+                let t = p.next_token();
+                let word = match &t.token {
+                    Token::Word(w) => w.value.to_ascii_uppercase(),
+                    _ => String::new(),
+                };
+                let feature = match word.as_str() {
+                    "ALL" => LikeFeature::All,
+                    "CONSTRAINTS" => LikeFeature::Constraints,
+                    "PARTITIONS" => LikeFeature::Partitions,
+                    "GENERATED" => LikeFeature::Generated,
+                    "OPTIONS" => LikeFeature::Options,
+                    "WATERMARKS" => LikeFeature::Watermarks,
+                    "METADATA" => LikeFeature::Metadata,
+                    _ => {
+                        return p.expected(
+                            "ALL, CONSTRAINTS, PARTITIONS, GENERATED, OPTIONS, WATERMARKS or METADATA",
+                            t,
+                        );
+                    }
+                };
+                if strategy == LikeStrategy::Overwriting
+                    && matches!(
+                        feature,
+                        LikeFeature::All | LikeFeature::Constraints | LikeFeature::Partitions
+                    )
+                {
+                    return Err(ParserError::ParserError(format!(
+                        "OVERWRITING applies to GENERATED, OPTIONS, WATERMARKS and METADATA only at Line: {}, Column: {}",
+                        t.span.start.line, t.span.start.column
+                    )));
+                }
+                options.push((strategy, feature));
+                if !p.consume_token(&Token::Comma) {
+                    p.expect_token(&Token::RParen)?;
+                    break;
+                }
+            }
+        }
+        table.like = Some(LikeClause {
+            table: source,
+            options,
+        });
     }
     Ok(table)
 }

@@ -310,6 +310,126 @@ impl Planner {
     }
 
     /// `CREATE TABLE`: plans computed columns and the watermark, records the table.
+    /// `ct` with its `LIKE` clause applied (Flink's merging rules; without like options,
+    /// `INCLUDING ALL OVERWRITING OPTIONS`): the other table's physical columns come first,
+    /// then, by feature, its computed columns, watermark, primary key, partitioning and
+    /// options, merged with `ct`'s own.
+    pub fn resolve_like(&self, ct: &CreateTable) -> Result<CreateTable> {
+        use crate::parser::{LikeFeature as F, LikeStrategy as S};
+        let Some(like) = &ct.like else {
+            return Ok(ct.clone());
+        };
+        let source = self.catalog.tables.get(&like.table).ok_or_else(|| {
+            Error::plan(format!(
+                "CREATE TABLE '{}' LIKE '{}': no such table",
+                ct.name, like.table
+            ))
+        })?;
+        let src = &source.ddl;
+        let features = [
+            F::Constraints,
+            F::Partitions,
+            F::Generated,
+            F::Options,
+            F::Watermarks,
+        ];
+        let mut strategy: Vec<(F, S)> = features
+            .iter()
+            .map(|f| {
+                (
+                    *f,
+                    if *f == F::Options {
+                        S::Overwriting
+                    } else {
+                        S::Including
+                    },
+                )
+            })
+            .collect();
+        for (s, f) in &like.options {
+            for (feature, current) in strategy.iter_mut() {
+                if *f == F::All || f == feature {
+                    *current = *s;
+                }
+            }
+        }
+        let of = |f: F| {
+            strategy
+                .iter()
+                .find(|(g, _)| *g == f)
+                .map(|(_, s)| *s)
+                .unwrap_or(S::Including)
+        };
+        let clash = |what: String| {
+            Error::plan(format!(
+                "CREATE TABLE '{}' LIKE '{}': {what} (use OVERWRITING or EXCLUDING for it)",
+                ct.name, like.table
+            ))
+        };
+        let name_of = |c: &ColumnOrComputed| match c {
+            ColumnOrComputed::Column(c) => c.name.clone(),
+            ColumnOrComputed::Computed { name, .. } => name.clone(),
+        };
+        let mut out = ct.clone();
+        out.like = None;
+        // Columns: the source's physical (always) and computed ones, then the new ones.
+        let mut columns: Vec<ColumnOrComputed> = Vec::new();
+        for c in &src.columns {
+            let computed = matches!(c, ColumnOrComputed::Computed { .. });
+            if computed && of(F::Generated) == S::Excluding {
+                continue;
+            }
+            let mine = ct.columns.iter().find(|n| name_of(n) == name_of(c));
+            match mine {
+                Some(ColumnOrComputed::Computed { .. })
+                    if computed && of(F::Generated) == S::Overwriting => {}
+                Some(_) => {
+                    return Err(clash(format!(
+                        "column '{}' is defined in both tables",
+                        name_of(c)
+                    )));
+                }
+                None => columns.push(c.clone()),
+            }
+        }
+        columns.extend(ct.columns.iter().cloned());
+        out.columns = columns;
+        match (of(F::Watermarks), &src.watermark, &ct.watermark) {
+            (S::Excluding, _, _) | (_, None, _) => {}
+            (S::Including, Some(_), Some(_)) => {
+                return Err(clash("both tables define a watermark".into()));
+            }
+            (_, Some(w), None) => out.watermark = Some(w.clone()),
+            (S::Overwriting, Some(_), Some(_)) => {}
+        }
+        if of(F::Constraints) == S::Including && !src.primary_key.is_empty() {
+            if !ct.primary_key.is_empty() {
+                return Err(clash("both tables define a primary key".into()));
+            }
+            out.primary_key = src.primary_key.clone();
+        }
+        if of(F::Partitions) == S::Including && !src.partitioned_by.is_empty() {
+            if !ct.partitioned_by.is_empty() {
+                return Err(clash("both tables are PARTITIONED BY".into()));
+            }
+            out.partitioned_by = src.partitioned_by.clone();
+        }
+        match of(F::Options) {
+            S::Excluding => {}
+            strategy => {
+                let mut options = src.options.clone();
+                for (k, v) in &ct.options {
+                    if strategy == S::Including && options.contains_key(k) {
+                        return Err(clash(format!("option '{k}' is set in both tables")));
+                    }
+                    options.insert(k.clone(), v.clone());
+                }
+                out.options = options;
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn create_table(&mut self, ct: &CreateTable) -> Result<Option<Arc<TableDef>>> {
         if self.catalog.exists(&ct.name) {
             if ct.if_not_exists {
@@ -470,6 +590,7 @@ impl Planner {
             primary_key: ct.primary_key.clone(),
             scan_parallelism,
             sink_parallelism,
+            ddl: Arc::new(ct.clone()),
         });
         self.register(
             &ct.name,

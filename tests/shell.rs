@@ -61,6 +61,16 @@ fn ctrl_c_cancels_an_unbounded_select_and_keeps_the_shell() {
     s.exp_string("+I[").unwrap();
     s.send_control('c').unwrap();
     s.exp_string("query cancelled").unwrap();
+    // The query is gone, not just detached: no row is printed after the cancellation
+    // (at 20 rows/s, a second would show about 20).
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    s.send_line("SHOW TABLES;").unwrap();
+    let after = s.exp_string("| u ").unwrap();
+    assert!(!after.contains("+I["), "rows after the cancel: {after}");
+    // A LIMIT query ends by itself once its rows are shown.
+    s.send_line("SELECT id FROM u LIMIT 3;").unwrap();
+    let shown = s.exp_string("LIMIT 3 reached; query ended").unwrap();
+    assert_eq!(shown.matches("+I[").count(), 3, "{shown}");
     s.send_line("SHOW TABLES;").unwrap();
     s.exp_string("| u ").unwrap();
     s.send_control('d').unwrap();

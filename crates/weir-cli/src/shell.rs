@@ -162,14 +162,30 @@ impl Shell {
             Outcome::Job(plans) => {
                 let is_select = matches!(stmt.statement, WeirStatement::Select(_));
                 let graph = self.engine.build_job(&plans).await?;
-                let job = self.engine.start(graph, None).await?;
+                let mut job = self.engine.start(graph, None).await?;
                 if is_select {
                     out!("[INFO] streaming results; press Ctrl-C to stop");
-                    tokio::select! {
-                        r = job.wait() => { r?; }
-                        _ = tokio::signal::ctrl_c() => {
-                            out!("\n[INFO] query cancelled");
+                    let limit = plans.last().and_then(|p| p.shown_limit());
+                    let metrics = job.metrics.clone();
+                    let all_shown = async {
+                        match limit {
+                            Some(n) => {
+                                while metrics.rows_out() < n as u64 {
+                                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                                }
+                            }
+                            None => std::future::pending().await,
                         }
+                    };
+                    let ended = tokio::select! {
+                        r = job.finished() => { r?; None }
+                        _ = tokio::signal::ctrl_c() => Some("\n[INFO] query cancelled".to_string()),
+                        _ = all_shown => Some(format!("[INFO] LIMIT {} reached; query ended", limit.unwrap_or(0))),
+                    };
+                    if let Some(message) = ended {
+                        job.cancel();
+                        let _ = job.finished().await;
+                        out!("{message}");
                     }
                 } else {
                     let id = job.job_id.to_string();

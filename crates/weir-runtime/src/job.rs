@@ -104,8 +104,15 @@ pub struct JobHandle {
 
 impl JobHandle {
     /// Waits for the job to end.
-    pub async fn wait(self) -> Result<JobOutcome> {
-        match self.join.await {
+    pub async fn wait(mut self) -> Result<JobOutcome> {
+        self.finished().await
+    }
+
+    /// Waits for the job to end, keeping the handle (to [`cancel`](Self::cancel) the job
+    /// when the wait is given up, e.g. in a `select!`). Once it has returned, do not call
+    /// it again.
+    pub async fn finished(&mut self) -> Result<JobOutcome> {
+        match (&mut self.join).await {
             Ok(r) => r,
             Err(e) if e.is_cancelled() => Err(Error::Cancelled),
             Err(e) => Err(Error::internal(format!("job supervisor panicked: {e}"))),

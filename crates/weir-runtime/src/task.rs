@@ -454,14 +454,17 @@ impl Task {
             for item in pending {
                 match item {
                     StreamItem::Batch(b) => {
+                        let rows = b.num_rows() as u64;
+                        op.process_batch(if i == start { input } else { 0 }, b, &mut out)
+                            .await?;
+                        // Counted once the sink has taken them (the shell ends a LIMIT
+                        // query when all its rows are shown).
                         if i == last && self.last_is_sink {
                             self.info
                                 .metrics
                                 .rows_out
-                                .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                                .fetch_add(rows, Ordering::Relaxed);
                         }
-                        op.process_batch(if i == start { input } else { 0 }, b, &mut out)
-                            .await?
                     }
                     StreamItem::Watermark(w) => op.process_watermark(w, &mut out).await?,
                 }

@@ -179,6 +179,18 @@ impl StreamPlan {
     pub fn updates(&self, n: usize) -> Option<&'static str> {
         updates_in(&self.nodes, n)
     }
+
+    /// For a `SELECT … LIMIT n` shown to the user: `n`, the number of rows after which
+    /// nothing more comes.
+    pub fn shown_limit(&self) -> Option<usize> {
+        match self.nodes.last()? {
+            PlanNode::Collect { input, .. } => match &self.nodes[*input] {
+                PlanNode::Limit { fetch, .. } => *fetch,
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 /// [`StreamPlan::output_schema`] over a plan under construction.

@@ -355,6 +355,7 @@ fn tables_declared_like_another_take_its_columns_and_options() {
                'fields.id.start' = '1', 'fields.id.end' = '100');\n\
          CREATE TABLE fewer (tag STRING) WITH ('number-of-rows' = '5', 'fields.id.end' = '5') LIKE src;\n\
          DESCRIBE fewer;\n\
+         SHOW CREATE TABLE fewer;\n\
          CREATE TABLE dst WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv') \
            LIKE src (EXCLUDING OPTIONS, EXCLUDING GENERATED, EXCLUDING WATERMARKS);\n\
          INSERT INTO dst SELECT id FROM fewer WHERE tag IS NOT NULL;",
@@ -364,6 +365,16 @@ fn tables_declared_like_another_take_its_columns_and_options() {
     let described = run_ok(&[s.to_str().unwrap(), "-p", "1"]);
     for cell in ["| id ", "| ts ", "ts - INTERVAL '1' SECOND", "| tag "] {
         assert!(described.contains(cell), "{described}");
+    }
+    // SHOW CREATE TABLE prints the merged definition.
+    for part in [
+        "CREATE TABLE `fewer` (",
+        "`tag` STRING",
+        "WATERMARK FOR `ts` AS ts - INTERVAL '1' SECOND",
+        "'connector' = 'datagen'",
+        "'number-of-rows' = '5'",
+    ] {
+        assert!(described.contains(part), "{described}");
     }
     let mut rows = committed_lines(&out);
     rows.retain(|l| l != "id");

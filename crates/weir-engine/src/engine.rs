@@ -20,7 +20,7 @@ pub enum Outcome {
         /// Rows of cells.
         rows: Vec<Vec<String>>,
     },
-    /// EXPLAIN output.
+    /// Text to show as it is (EXPLAIN, SHOW CREATE TABLE).
     Explain(String),
     /// The planned parts of one job, not started yet: an INSERT INTO or a SELECT, or the
     /// INSERTs of a statement set.
@@ -206,6 +206,12 @@ impl Engine {
                     .map(|k| vec![k.clone()])
                     .collect(),
             }),
+            WeirStatement::ShowCreateTable { name } => {
+                let table = self.planner.catalog.tables.get(name).ok_or_else(|| {
+                    Error::plan(format!("SHOW CREATE TABLE: no table named '{name}'"))
+                })?;
+                Ok(Outcome::Explain(format!("{};", table.ddl)))
+            }
             WeirStatement::Describe { name } => {
                 let schema = if let Some(t) = self.planner.catalog.tables.get(name) {
                     t.schema.clone()

@@ -35,6 +35,50 @@ pub struct CreateTable {
     pub location: SqlLocation,
 }
 
+impl std::fmt::Display for CreateTable {
+    /// The statement in Flink's syntax (without a `LIKE` clause, which has been resolved).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let quote = |s: &str| format!("`{}`", s.replace('`', "``"));
+        let text = |s: &str| format!("'{}'", s.replace('\'', "''"));
+        let mut items: Vec<String> = self
+            .columns
+            .iter()
+            .map(|c| match c {
+                ColumnOrComputed::Column(c) => format!(
+                    "{} {}{}",
+                    quote(&c.name),
+                    crate::types::sql_name(&c.data_type),
+                    if c.nullable { "" } else { " NOT NULL" }
+                ),
+                ColumnOrComputed::Computed { name, expr } => format!("{} AS {expr}", quote(name)),
+            })
+            .collect();
+        if let Some((column, expr)) = &self.watermark {
+            items.push(format!("WATERMARK FOR {} AS {expr}", quote(column)));
+        }
+        if !self.primary_key.is_empty() {
+            let keys: Vec<String> = self.primary_key.iter().map(|k| quote(k)).collect();
+            items.push(format!("PRIMARY KEY ({}) NOT ENFORCED", keys.join(", ")));
+        }
+        write!(
+            f,
+            "CREATE TABLE {} (\n  {}\n)",
+            quote(&self.name),
+            items.join(",\n  ")
+        )?;
+        if !self.partitioned_by.is_empty() {
+            let keys: Vec<String> = self.partitioned_by.iter().map(|k| quote(k)).collect();
+            write!(f, " PARTITIONED BY ({})", keys.join(", "))?;
+        }
+        let options: Vec<String> = self
+            .options
+            .iter()
+            .map(|(k, v)| format!("{} = {}", text(k), text(v)))
+            .collect();
+        write!(f, " WITH (\n  {}\n)", options.join(",\n  "))
+    }
+}
+
 /// Flink's `LIKE` clause of `CREATE TABLE`.
 #[derive(Debug, Clone)]
 pub struct LikeClause {
@@ -111,6 +155,10 @@ pub enum WeirStatement {
     },
     ShowTables,
     ShowViews,
+    /// `SHOW CREATE TABLE t`: the table's DDL, with any `LIKE` resolved.
+    ShowCreateTable {
+        name: String,
+    },
     /// `SHOW JOBS` (shell).
     ShowJobs,
     /// `STOP JOB 'id' [WITH SAVEPOINT] [DRAIN]` (shell).
@@ -274,6 +322,18 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             id,
             savepoint,
             drain,
+        });
+    }
+    if word_is(&tok, "SHOW")
+        && word_is(&p.peek_nth_token(1).token, "CREATE")
+        && word_is(&p.peek_nth_token(2).token, "TABLE")
+    {
+        for _ in 0..3 {
+            p.next_token();
+        }
+        let name = p.parse_object_name(false)?;
+        return Ok(WeirStatement::ShowCreateTable {
+            name: object_name(&name),
         });
     }
     if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "VIEWS") {
@@ -637,6 +697,30 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
 mod tests {
     use super::*;
     use weir_common::Error;
+
+    #[test]
+    fn create_table_statements_print_as_they_parse() {
+        let sql = "CREATE TABLE `my t` (id BIGINT NOT NULL, `name` STRING, r ROW<a INT, b ARRAY<STRING>>, \
+                   ts AS TO_TIMESTAMP_LTZ(id, 3), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND, \
+                   PRIMARY KEY (id) NOT ENFORCED) PARTITIONED BY (`name`) \
+                   WITH ('connector' = 'filesystem', 'path' = '/it''s', 'format' = 'csv')";
+        let parse = |sql: &str| {
+            let WeirStatement::CreateTable(t) = parse_script(sql).unwrap().remove(0).statement
+            else {
+                panic!()
+            };
+            t
+        };
+        let printed = parse(sql).to_string();
+        let again = parse(&printed);
+        assert_eq!(again.to_string(), printed);
+        assert_eq!(again.name, "my t");
+        assert_eq!(again.columns.len(), 4);
+        assert_eq!(again.options["path"], "/it's");
+        assert_eq!(again.primary_key, ["id"]);
+        assert_eq!(again.partitioned_by, ["name"]);
+        assert!(printed.contains("`id` BIGINT NOT NULL"), "{printed}");
+    }
 
     #[test]
     fn parses_statement_sets_in_both_forms() {

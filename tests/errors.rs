@@ -155,6 +155,16 @@ fn like_clauses_are_checked() {
 }
 
 #[test]
+fn with_before_insert_names_the_order_that_works() {
+    fails_with(
+        "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');\n\
+         CREATE TABLE d (a INT) WITH ('connector' = 'blackhole');\n\
+         WITH x AS (SELECT a FROM s) INSERT INTO d SELECT a FROM x;",
+        &["write INSERT INTO t WITH … SELECT", "line 3, column 1"],
+    );
+}
+
+#[test]
 fn unwritable_sink_path_fails_before_any_data_moves() {
     fails_with(
         "CREATE TABLE s (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\

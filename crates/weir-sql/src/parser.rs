@@ -379,6 +379,12 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
     let start = p.peek_token().span.start;
     let stmt = p.parse_statement()?;
     Ok(match stmt {
+        Statement::Query(q) if matches!(q.body.as_ref(), sqlparser::ast::SetExpr::Insert(_)) => {
+            return Err(ParserError::ParserError(format!(
+                "WITH … INSERT INTO is not supported; write INSERT INTO t WITH … SELECT … at Line: {}, Column: {}",
+                start.line, start.column
+            )));
+        }
         Statement::Query(q) => WeirStatement::Select(q),
         Statement::Insert(insert) => {
             let table = match &insert.table {

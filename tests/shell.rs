@@ -26,6 +26,10 @@ fn shell_runs_statements_reports_errors_and_keeps_going() {
     s.exp_string("^").unwrap();
     s.send_line("SET 'no.such.key' = '1';").unwrap();
     s.exp_string("known keys").unwrap();
+    // DataFusion's functions and Flink's rewritten ones.
+    s.send_line("SHOW FUNCTIONS;").unwrap();
+    s.exp_string("| split_index ").unwrap();
+    s.exp_string("| upper ").unwrap();
     // A bounded SELECT prints a table with its row count (and may aggregate).
     s.send_line("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY k;")
         .unwrap();

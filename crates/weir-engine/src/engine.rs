@@ -206,6 +206,27 @@ impl Engine {
                     .map(|k| vec![k.clone()])
                     .collect(),
             }),
+            WeirStatement::ShowFunctions => {
+                let state = self.planner.session().state();
+                let mut names: Vec<String> = state
+                    .scalar_functions()
+                    .keys()
+                    .chain(state.aggregate_functions().keys())
+                    .chain(state.window_functions().keys())
+                    .cloned()
+                    .chain(
+                        weir_sql::functions::FLINK_FUNCTIONS
+                            .iter()
+                            .map(|f| f.to_string()),
+                    )
+                    .collect();
+                names.sort();
+                names.dedup();
+                Ok(Outcome::Table {
+                    header: vec!["function name".into()],
+                    rows: names.into_iter().map(|n| vec![n]).collect(),
+                })
+            }
             WeirStatement::ShowCreateTable { name } => {
                 let table = self.planner.catalog.tables.get(name).ok_or_else(|| {
                     Error::plan(format!("SHOW CREATE TABLE: no table named '{name}'"))

@@ -54,6 +54,21 @@ fn java_to_strftime(pattern: &str) -> String {
     out
 }
 
+/// Flink functions Weir rewrites for DataFusion (besides DataFusion's own), for
+/// `SHOW FUNCTIONS`.
+pub const FLINK_FUNCTIONS: &[&str] = &[
+    "char_length",
+    "date_format",
+    "hour",
+    "minute",
+    "mod",
+    "proctime",
+    "regexp_extract",
+    "second",
+    "split_index",
+    "to_timestamp_ltz",
+];
+
 /// Rewrites Flink function names and forms inside any AST node.
 pub fn rewrite<V: VisitMut>(node: &mut V) {
     let _ = visit_expressions_mut(node, |expr| {

@@ -155,6 +155,8 @@ pub enum WeirStatement {
     },
     ShowTables,
     ShowViews,
+    /// `SHOW FUNCTIONS`.
+    ShowFunctions,
     /// `SHOW CREATE TABLE t`: the table's DDL, with any `LIKE` resolved.
     ShowCreateTable {
         name: String,
@@ -335,6 +337,11 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
         return Ok(WeirStatement::ShowCreateTable {
             name: object_name(&name),
         });
+    }
+    if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "FUNCTIONS") {
+        p.next_token();
+        p.next_token();
+        return Ok(WeirStatement::ShowFunctions);
     }
     if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "VIEWS") {
         p.next_token();

@@ -28,6 +28,15 @@ pub fn register(batches: Vec<RecordBatch>) -> String {
     id
 }
 
+/// Forgets the batches registered as `id` (a source created from them keeps its own
+/// reference).
+pub fn unregister(id: &str) {
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(id);
+}
+
 pub struct MemorySourceFactory {
     schema: SchemaRef,
     batches: Arc<Vec<RecordBatch>>,

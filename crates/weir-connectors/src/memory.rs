@@ -28,15 +28,6 @@ pub fn register(batches: Vec<RecordBatch>) -> String {
     id
 }
 
-/// Forgets the batches registered as `id` (a source created from them keeps its own
-/// reference).
-pub fn unregister(id: &str) {
-    registry()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(id);
-}
-
 pub struct MemorySourceFactory {
     schema: SchemaRef,
     batches: Arc<Vec<RecordBatch>>,
@@ -66,6 +57,14 @@ impl MemorySourceFactory {
             }
         }
         Ok(Self { schema, batches })
+    }
+
+    /// A source of `batches` (of `schema`) not registered anywhere (`VALUES`).
+    pub fn from_batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> Self {
+        Self {
+            schema,
+            batches: Arc::new(batches),
+        }
     }
 }
 

@@ -277,25 +277,15 @@ pub async fn compile_into(
                 )
             }
             PlanNode::Values { batch } => {
-                let id = weir_connectors::memory::register(vec![batch.clone()]);
-                let options = ConnectorOptions::new(
-                    "VALUES".to_string(),
-                    [
-                        ("connector".to_string(), "memory".to_string()),
-                        ("memory.id".to_string(), id.clone()),
-                    ]
-                    .into_iter()
-                    .collect(),
+                let source = weir_connectors::memory::MemorySourceFactory::from_batches(
+                    batch.schema(),
+                    vec![batch.clone()],
                 );
-                let source = weir_connectors::create_source(&options, batch.schema()).await;
-                // The source holds the rows now; the registry need not.
-                weir_connectors::memory::unregister(&id);
-                let source = source?;
                 graph.add_vertex(Vertex {
                     uid: uid("values"),
                     name: format!("Source: VALUES ({} rows)", batch.num_rows()),
                     parallelism: 1,
-                    source: Some(source),
+                    source: Some(Arc::new(source)),
                     operators: Vec::new(),
                 })
             }

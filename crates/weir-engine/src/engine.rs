@@ -296,8 +296,7 @@ impl Engine {
                 columns,
                 query,
             } => {
-                let query = self.planner.insert_query(table, columns, query).await?;
-                let plan = self.planner.plan_insert(table, &query).await?;
+                let plan = self.planner.plan_insert(table, columns, query).await?;
                 let sink = plan.nodes.len() - 1;
                 if let Some(weir_sql::PlanNode::Sink { table, .. }) = plan.nodes.last() {
                     weir_connectors::check_changelog(&table.options, plan.updates(sink))?;
@@ -339,10 +338,7 @@ impl Engine {
                             table,
                             columns,
                             query,
-                        } => {
-                            let query = self.planner.insert_query(table, columns, query).await?;
-                            self.planner.plan_insert(table, &query).await?
-                        }
+                        } => self.planner.plan_insert(table, columns, query).await?,
                         WeirStatement::Select(query) => self.planner.plan_select(query).await?,
                         _ => {
                             return Err(Error::plan(

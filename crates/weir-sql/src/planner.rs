@@ -765,9 +765,16 @@ impl Planner {
         Ok(*outer)
     }
 
-    pub async fn plan_insert(&self, table: &str, query: &Query) -> Result<StreamPlan> {
+    /// Plans `INSERT INTO table [(columns)] query` for streaming.
+    pub async fn plan_insert(
+        &self,
+        table: &str,
+        columns: &[String],
+        query: &Query,
+    ) -> Result<StreamPlan> {
         let def = self.sink_table(table)?;
-        let logical = self.optimized(query).await?;
+        let query = self.insert_query(table, columns, query).await?;
+        let logical = self.optimized(&query).await?;
         let mut plan = StreamPlan {
             logical_plan: logical.display_indent().to_string(),
             ..Default::default()

@@ -106,24 +106,51 @@ fn batch_reads_parquet_folders_natively_with_computed_columns() {
     assert_eq!(committed_lines(&out), vec!["1000,500500,0", "n,ids,ws"]);
 }
 
+/// `CREATE TABLE src (id BIGINT)` holding the ids 1 to `n`.
+fn sequence_src(n: u32) -> String {
+    format!(
+        "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '{n}', \
+         'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '{n}');\n"
+    )
+}
+
+/// Runs the script `sql(out)` in streaming and in batch mode (with `args`), each writing
+/// into its own `out`; gives, per mode, what it printed and the committed lines but the
+/// CSV `header`.
+fn in_both_modes(
+    args: &[&str],
+    header: &str,
+    sql: impl Fn(&std::path::Path) -> String,
+) -> Vec<(&'static str, String, Vec<String>)> {
+    let tmp = tempfile::tempdir().unwrap();
+    ["streaming", "batch"]
+        .into_iter()
+        .map(|mode| {
+            let out = tmp.path().join(mode);
+            let s = write_script(tmp.path(), "job.sql", &sql(&out));
+            let mut full = vec![s.to_str().unwrap(), "--mode", mode];
+            full.extend(args);
+            let printed = run_ok(&full);
+            let mut rows = committed_lines(&out);
+            rows.retain(|l| l != header);
+            (mode, printed, rows)
+        })
+        .collect()
+}
+
 /// `INSERT INTO t (c, a) …` writes the listed columns from the query and NULL to the
 /// others, in both modes.
 #[test]
 fn insert_with_a_column_list_fills_the_other_columns_with_null() {
-    let tmp = tempfile::tempdir().unwrap();
-    for mode in ["streaming", "batch"] {
-        let out = tmp.path().join(mode);
-        let sql = format!(
-            "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '3', \
-             'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3');\n\
-             CREATE TABLE d (a BIGINT, b STRING, c INT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+    let runs = in_both_modes(&[], "a,b,c", |out| {
+        format!(
+            "{}CREATE TABLE d (a BIGINT, b STRING, c INT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
              INSERT INTO d (c, a) SELECT id * 10, id FROM src;",
+            sequence_src(3),
             out.display()
-        );
-        let s = write_script(tmp.path(), "job.sql", &sql);
-        run_ok(&[s.to_str().unwrap(), "--mode", mode]);
-        let mut rows = committed_lines(&out);
-        rows.retain(|l| l != "a,b,c");
+        )
+    });
+    for (mode, _, rows) in runs {
         assert_eq!(rows, ["1,,10", "2,,20", "3,,30"], "{mode}");
     }
 }
@@ -132,24 +159,19 @@ fn insert_with_a_column_list_fills_the_other_columns_with_null() {
 /// fills it, in both modes.
 #[test]
 fn create_table_as_select_takes_the_query_columns() {
-    let tmp = tempfile::tempdir().unwrap();
-    for mode in ["streaming", "batch"] {
-        let out = tmp.path().join(mode);
-        let sql = format!(
-            "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '3', \
-             'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3');\n\
-             CREATE TABLE d WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv')\n\
+    let runs = in_both_modes(&[], "id,twice,label", |out| {
+        format!(
+            "{}CREATE TABLE d WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv')\n\
              AS SELECT id, id * 2 AS twice, CONCAT('n', CAST(id AS STRING)) AS label FROM src;\n\
              DESCRIBE d;",
+            sequence_src(3),
             out.display()
-        );
-        let s = write_script(tmp.path(), "job.sql", &sql);
-        let described = run_ok(&[s.to_str().unwrap(), "--mode", mode]);
+        )
+    });
+    for (mode, described, rows) in runs {
         for column in ["| id ", "| twice ", "| label "] {
             assert!(described.contains(column), "{described}");
         }
-        let mut rows = committed_lines(&out);
-        rows.retain(|l| l != "id,twice,label");
         assert_eq!(rows, ["1,2,n1", "2,4,n2", "3,6,n3"], "{mode}");
     }
 }
@@ -158,20 +180,15 @@ fn create_table_as_select_takes_the_query_columns() {
 /// batch mode (DataFusion) gives the same rows.
 #[test]
 fn limit_and_offset_in_both_modes() {
-    let tmp = tempfile::tempdir().unwrap();
-    for mode in ["streaming", "batch"] {
-        let out = tmp.path().join(mode);
-        let sql = format!(
-            "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '100', \
-             'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '100');\n\
-             CREATE TABLE d (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+    let runs = in_both_modes(&["-p", "1"], "id", |out| {
+        format!(
+            "{}CREATE TABLE d (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
              INSERT INTO d SELECT id FROM src WHERE id % 2 = 0 LIMIT 5 OFFSET 2;",
+            sequence_src(100),
             out.display()
-        );
-        let s = write_script(tmp.path(), "job.sql", &sql);
-        run_ok(&[s.to_str().unwrap(), "--mode", mode, "-p", "1"]);
-        let mut rows = committed_lines(&out);
-        rows.retain(|l| l != "id");
+        )
+    });
+    for (mode, _, rows) in runs {
         let mut ids: Vec<u64> = rows.iter().map(|l| l.parse().unwrap()).collect();
         ids.sort();
         assert_eq!(ids, [6, 8, 10, 12, 14], "{mode}");
@@ -181,19 +198,15 @@ fn limit_and_offset_in_both_modes() {
 /// `INSERT INTO t VALUES …` and `VALUES` as a derived table, in both modes.
 #[test]
 fn values_in_both_modes() {
-    let tmp = tempfile::tempdir().unwrap();
-    for mode in ["streaming", "batch"] {
-        let out = tmp.path().join(mode);
-        let sql = format!(
+    let runs = in_both_modes(&[], "id,name,price", |out| {
+        format!(
             "CREATE TABLE d (id INT, name STRING, price DECIMAL(10, 2)) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
              INSERT INTO d VALUES (1, 'apple', 1.5), (2, 'pear', NULL), (3, CONCAT('ki', 'wi'), 2 * 3.25);\n\
              INSERT INTO d SELECT x, y, 0 FROM (VALUES (4, 'fig'), (5, 'lime')) AS t(x, y) WHERE x > 4;",
             out.display()
-        );
-        let s = write_script(tmp.path(), "job.sql", &sql);
-        run_ok(&[s.to_str().unwrap(), "--mode", mode]);
-        let mut rows = committed_lines(&out);
-        rows.retain(|l| l != "id,name,price");
+        )
+    });
+    for (mode, _, rows) in runs {
         assert_eq!(
             rows,
             ["1,apple,1.50", "2,pear,", "3,kiwi,6.50", "5,lime,0.00"],

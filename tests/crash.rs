@@ -172,11 +172,7 @@ fn streaming_limit_is_exactly_once_under_sigkill() {
     ];
     let kills = kill_until_done(&args, &[], 5, 7);
     assert!(kills >= 5, "only {kills} kills: the job ran too fast");
-    let mut ids: Vec<u64> = committed_lines(&out)
-        .iter()
-        .filter_map(|l| l.parse().ok())
-        .collect();
-    ids.sort();
+    let mut ids = committed_numbers(&out);
     let total = ids.len();
     ids.dedup();
     assert_eq!(

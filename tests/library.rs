@@ -50,10 +50,6 @@ async fn arrow_batches_in_sql_results_out_and_a_job_handle() {
         outcome.checkpoints_completed >= 1,
         "the final checkpoint commits the output"
     );
-    let mut values: Vec<i64> = crate::common::committed_lines(&out)
-        .iter()
-        .filter_map(|l| l.parse().ok())
-        .collect();
-    values.sort();
+    let values = crate::common::committed_numbers(&out);
     assert_eq!(values, (0..1000).map(|v| v * 2).collect::<Vec<_>>());
 }

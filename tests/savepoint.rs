@@ -15,15 +15,6 @@ CREATE TABLE dst (id BIGINT, k INT) WITH ('connector' = 'filesystem', 'path' = '
 INSERT INTO dst SELECT id, k FROM src;
 ";
 
-fn ids(out: &Path) -> Vec<i64> {
-    let mut v: Vec<i64> = committed_lines(out)
-        .iter()
-        .filter_map(|l| l.split(',').next()?.parse().ok())
-        .collect();
-    v.sort();
-    v
-}
-
 /// Starts the job and waits until `weir list` shows it; returns the child and the job id.
 /// The caller waits for the child.
 #[allow(clippy::zombie_processes)]
@@ -108,7 +99,7 @@ fn stop_with_drain_commits_everything_read_and_ends() {
     assert!(child.wait().unwrap().success());
     assert!(Path::new(&savepoint).join("_metadata").exists());
     // Each source split emitted a prefix of its rows (odd ids, even ids); all committed.
-    let ids = ids(&tmp.path().join("out"));
+    let ids = committed_numbers(&tmp.path().join("out"));
     assert!(ids.len() > 500, "only {} rows", ids.len());
     for parity in [1, 0] {
         let class: Vec<i64> = ids.iter().copied().filter(|i| i % 2 == parity).collect();
@@ -129,7 +120,7 @@ fn stop_without_drain_then_resume_from_the_savepoint() {
     std::thread::sleep(Duration::from_millis(600));
     let savepoint = stop(tmp.path(), &id, false);
     assert!(child.wait().unwrap().success());
-    let before = ids(&tmp.path().join("out")).len();
+    let before = committed_numbers(&tmp.path().join("out")).len();
     assert!(before > 0 && before < 6000, "stopped after {before} rows");
     let out = tmp.path().join("out");
     let s = write_script(
@@ -139,7 +130,7 @@ fn stop_without_drain_then_resume_from_the_savepoint() {
     );
     run_ok(&[s.to_str().unwrap(), "-p", "3", "--restore", &savepoint]);
     assert_eq!(
-        ids(&out),
+        committed_numbers(&out),
         (1..=6000).collect::<Vec<_>>(),
         "resume lost or repeated rows"
     );

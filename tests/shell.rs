@@ -120,14 +120,7 @@ fn a_statement_set_runs_its_inserts_as_one_job() {
     assert_eq!(listed.matches("FINISHED").count(), 1, "{listed}");
     s.send_control('d').unwrap();
     s.exp_eof().unwrap();
-    let ids = |dir: &std::path::Path| -> Vec<u64> {
-        let mut v: Vec<u64> = crate::common::committed_lines(dir)
-            .iter()
-            .filter_map(|l| l.parse().ok())
-            .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(ids(&low), (1..=30).collect::<Vec<_>>());
-    assert_eq!(ids(&high), (31..=100).collect::<Vec<_>>());
+    use crate::common::committed_numbers;
+    assert_eq!(committed_numbers(&low), (1..=30).collect::<Vec<_>>());
+    assert_eq!(committed_numbers(&high), (31..=100).collect::<Vec<_>>());
 }

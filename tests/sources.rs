@@ -330,16 +330,8 @@ fn statements_reading_one_table_share_its_source() {
     assert_eq!(sources("true"), 1);
     assert_eq!(sources("false"), 2);
     run_ok(&[script("true", "EXECUTE").to_str().unwrap(), "-p", "2"]);
-    let ids = |dir: &std::path::Path| -> Vec<u64> {
-        let mut v: Vec<u64> = committed_lines(dir)
-            .iter()
-            .filter_map(|l| l.parse().ok())
-            .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(ids(&low), (1..=300).collect::<Vec<_>>());
-    assert_eq!(ids(&high), (301..=1000).collect::<Vec<_>>());
+    assert_eq!(committed_numbers(&low), (1..=300).collect::<Vec<_>>());
+    assert_eq!(committed_numbers(&high), (301..=1000).collect::<Vec<_>>());
 }
 
 /// `CREATE TABLE … LIKE`: a sink declared like its source with another path and format,

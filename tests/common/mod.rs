@@ -95,6 +95,17 @@ pub fn committed_lines(dir: &Path) -> Vec<String> {
     lines
 }
 
+/// The first field of every committed line under `dir` that is a number (a CSV header is
+/// not), sorted; repeated values stay.
+pub fn committed_numbers(dir: &Path) -> Vec<i64> {
+    let mut v: Vec<i64> = committed_lines(dir)
+        .iter()
+        .filter_map(|l| l.split(',').next()?.parse().ok())
+        .collect();
+    v.sort();
+    v
+}
+
 /// True once a completed checkpoint exists under `dir`.
 pub fn has_checkpoint(dir: &Path) -> bool {
     fn walk(p: &Path) -> bool {

@@ -106,6 +106,13 @@ pub static KEYS: &[KeyInfo] = &[
         "Number of completed checkpoints kept."
     ),
     key!(
+        "execution.checkpointing.lease-timeout",
+        [],
+        "30 s",
+        Duration,
+        "Weir: a run claims its checkpoint folder with a lease; on an object store a lease not renewed for this long may be taken over by another run (a local folder is locked by the operating system instead)."
+    ),
+    key!(
         "execution.checkpointing.savepoint-dir",
         ["state.savepoints.dir"],
         "",
@@ -253,6 +260,11 @@ impl Config {
     pub fn checkpoint_interval(&self) -> Option<Duration> {
         self.raw("execution.checkpointing.interval")
             .and_then(|v| parse_duration(v).ok())
+    }
+
+    pub fn lease_timeout(&self) -> Duration {
+        parse_duration(self.raw_or_default("execution.checkpointing.lease-timeout"))
+            .unwrap_or(Duration::from_secs(30))
     }
 
     pub fn checkpoint_timeout(&self) -> Duration {

@@ -47,6 +47,11 @@ pub enum Error {
     #[error("checkpoint error: {0}")]
     Checkpoint(String),
 
+    /// A checkpoint's files do not match the checksums it recorded (or do not decode):
+    /// it must not be restored. `--restore latest` falls back to an older checkpoint.
+    #[error("corrupt checkpoint: {0}")]
+    CorruptCheckpoint(String),
+
     #[error(transparent)]
     Arrow(#[from] arrow::error::ArrowError),
 

@@ -44,17 +44,25 @@ pub trait SinkWriter: Send {
 pub trait Committer: Send + Sync {
     /// Makes `committable` visible. Idempotent.
     async fn commit(&self, committable: &Committable) -> Result<()>;
-    /// Called once per restore (by subtask 0, after re-committing `recovered`): removes
-    /// parts left by earlier attempts that no checkpoint references. Parts of the current
-    /// attempt (`task.attempt`) must be kept.
+    /// Called once per start (by subtask 0, after re-committing `recovered` on a restore): removes
+    /// parts left by earlier attempts *of the same lineage* (`task.lineage`) that no
+    /// checkpoint references. Parts of the current attempt (`task.attempt`) and of other
+    /// jobs (another lineage, even with the same shape) must be kept.
     async fn abort_stale(&self, task: &TaskInfo, recovered: &[Committable]) -> Result<()>;
 }
 
 /// A two-phase-commit sink: creates writers and the committer.
+#[async_trait]
 pub trait TwoPhaseCommitSink: Send + Sync {
     fn name(&self) -> String;
     fn create_writer(&self, task: &TaskInfo) -> Result<Box<dyn SinkWriter>>;
     fn committer(&self) -> Arc<dyn Committer>;
+    /// Committed output of an earlier run of the same job (see
+    /// [`OperatorFactory::earlier_output`]).
+    async fn earlier_output(&self, task: &TaskInfo) -> Result<Option<String>> {
+        let _ = task;
+        Ok(None)
+    }
 }
 
 /// Adapts a [`TwoPhaseCommitSink`] to the operator lifecycle.
@@ -69,8 +77,16 @@ pub struct TwoPhaseCommitSinkOperator {
 #[async_trait]
 impl Operator for TwoPhaseCommitSinkOperator {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        let Some(state) = restored else { return Ok(()) };
+        let Some(state) = restored else {
+            // A start from scratch: an earlier run of this lineage that crashed before
+            // its first checkpoint may have left parts nobody will commit.
+            if self.task.subtask == 0 {
+                self.committer.abort_stale(&self.task, &[]).await?;
+            }
+            return Ok(());
+        };
         let mut recovered = Vec::new();
+        self.task.fence.check()?;
         for item in state.items {
             let committable = item.get("committable").cloned().unwrap_or(item);
             self.committer.commit(&committable).await?;
@@ -113,6 +129,7 @@ impl Operator for TwoPhaseCommitSinkOperator {
     async fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<()> {
         // Ascending checkpoint order: `pending` is kept in trigger order.
         while self.pending.first().is_some_and(|(cid, _)| *cid <= id) {
+            self.task.fence.check()?;
             let (_, committables) = self.pending.remove(0);
             for c in &committables {
                 self.committer.commit(c).await?;
@@ -129,6 +146,7 @@ impl Operator for TwoPhaseCommitSinkOperator {
 /// Operator factory for any [`TwoPhaseCommitSink`].
 pub struct TwoPhaseCommitSinkFactory(pub Arc<dyn TwoPhaseCommitSink>);
 
+#[async_trait]
 impl OperatorFactory for TwoPhaseCommitSinkFactory {
     fn name(&self) -> String {
         self.0.name()
@@ -143,5 +161,8 @@ impl OperatorFactory for TwoPhaseCommitSinkFactory {
     }
     fn is_sink(&self) -> bool {
         true
+    }
+    async fn earlier_output(&self, task: &TaskInfo) -> Result<Option<String>> {
+        self.0.earlier_output(task).await
     }
 }

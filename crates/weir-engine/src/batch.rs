@@ -31,9 +31,13 @@ pub enum BatchResult {
 }
 
 fn task(name: &str) -> TaskInfo {
+    let job_id = JobId::new();
     TaskInfo {
-        job_id: JobId::new(),
+        job_id,
         attempt: uuid::Uuid::new_v4(),
+        lineage: job_id.to_string(),
+        job_fingerprint: 0,
+        fence: Default::default(),
         vertex_uid: format!("batch-{name}"),
         vertex_name: name.to_string(),
         subtask: 0,

@@ -31,6 +31,25 @@ pub enum Outcome {
     JobControl(WeirStatement),
 }
 
+/// Identifies a job by its statements (their optimized plans) and the definitions of the
+/// tables they read and write: the same script gives the same fingerprint; another
+/// option of a table (another path, another generator range) gives another.
+fn fingerprint(plans: &[StreamPlan]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = twox_hash::XxHash64::with_seed(0);
+    for plan in plans {
+        h.write(plan.logical_plan.to_string().as_bytes());
+        for node in &plan.nodes {
+            if let weir_sql::PlanNode::Scan { table, .. } | weir_sql::PlanNode::Sink { table, .. } =
+                node
+            {
+                h.write(table.ddl.to_string().as_bytes());
+            }
+        }
+    }
+    h.finish()
+}
+
 /// A SQL session.
 pub struct Engine {
     planner: Planner,
@@ -519,6 +538,7 @@ impl Engine {
             )
             .await?;
         }
+        graph.fingerprint = fingerprint(plans);
         Ok(graph)
     }
 

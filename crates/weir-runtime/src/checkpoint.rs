@@ -102,6 +102,34 @@ pub struct SubtaskEntry {
     pub status: SubtaskStatus,
     /// Path of the state file, relative to the checkpoint folder.
     pub state_file: Option<String>,
+    /// Size and checksum of the state file: a file that does not match is corrupt and
+    /// the checkpoint is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_digest: Option<FileDigest>,
+}
+
+/// Size and XXH64 checksum (seed 0, hex) of a stored file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDigest {
+    pub size: u64,
+    pub xxh64: String,
+}
+
+impl FileDigest {
+    /// The digest of the concatenation of `chunks`.
+    pub fn of<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Self {
+        use std::hash::Hasher;
+        let mut hasher = twox_hash::XxHash64::with_seed(0);
+        let mut size = 0;
+        for c in chunks {
+            hasher.write(c);
+            size += c.len() as u64;
+        }
+        Self {
+            size,
+            xxh64: format!("{:016x}", hasher.finish()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,22 +152,55 @@ impl VertexEntry {
 }
 
 /// Version of the checkpoint format this Weir writes and reads: 2 stores keyed state as
-/// raw Arrow IPC payloads after each task file's JSON header.
-pub const FORMAT_VERSION: u32 = 2;
+/// raw Arrow IPC payloads after each task file's JSON header; 3 adds checksums (of every
+/// state file and of `_metadata` itself) and the job's lineage.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The `_metadata` file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckpointMetadata {
     pub format_version: u32,
     pub job_id: String,
+    /// Identifies the job across its runs: chosen when a run starts from scratch (from
+    /// the checkpoint folder and the job's shape, or the job id without a folder) and
+    /// kept by every run restored from its checkpoints or savepoints. Sinks tag what they
+    /// write with it, so that a restore only touches its own lineage's files.
+    pub lineage: String,
     pub checkpoint_id: CheckpointId,
     pub savepoint: bool,
     pub completed_at_ms: u64,
     pub max_parallelism: usize,
     pub vertices: Vec<VertexEntry>,
+    /// XXH64 of this metadata serialized without the checksum (see [`Self::seal`]).
+    #[serde(default)]
+    pub checksum: Option<String>,
 }
 
 impl CheckpointMetadata {
+    fn digest(&self) -> weir_common::Result<String> {
+        let mut unsealed = self.clone();
+        unsealed.checksum = None;
+        Ok(FileDigest::of([serde_json::to_vec(&unsealed)?.as_slice()]).xxh64)
+    }
+
+    /// Sets the checksum over everything else.
+    pub fn seal(&mut self) -> weir_common::Result<()> {
+        self.checksum = Some(self.digest()?);
+        Ok(())
+    }
+
+    /// Checks the checksum set by [`Self::seal`].
+    pub fn verify(&self) -> std::result::Result<(), String> {
+        let expected = self.digest().map_err(|e| e.to_string())?;
+        match &self.checksum {
+            Some(c) if *c == expected => Ok(()),
+            Some(c) => Err(format!(
+                "its checksum does not match its content (stored {c}, computed {expected})"
+            )),
+            None => Err("it has no checksum".into()),
+        }
+    }
+
     pub fn vertex(&self, uid: &str) -> Option<&VertexEntry> {
         self.vertices.iter().find(|v| v.uid == uid)
     }

@@ -58,10 +58,18 @@ pub(crate) struct VertexInfo {
     pub parallelism: usize,
 }
 
+/// What a task acknowledged for a checkpoint.
+struct Acked {
+    status: SubtaskStatus,
+    file: String,
+    digest: crate::checkpoint::FileDigest,
+    union_state: bool,
+}
+
 struct Pending {
     id: CheckpointId,
     started: Instant,
-    acks: HashMap<TaskRef, (SubtaskStatus, String, bool)>,
+    acks: HashMap<TaskRef, Acked>,
     waiting: Vec<TaskRef>,
     replies: Vec<oneshot::Sender<Result<CheckpointId>>>,
     stop: Option<StopRequest>,
@@ -69,6 +77,11 @@ struct Pending {
 
 pub(crate) struct Coordinator {
     pub job_id: JobId,
+    /// See [`CheckpointMetadata::lineage`].
+    pub lineage: String,
+    /// Checked before a checkpoint is made to exist: an attempt that lost its claim on
+    /// the checkpoint folder completes no checkpoint.
+    pub fence: crate::lease::Fence,
     pub vertices: Vec<VertexInfo>,
     pub upstream: Vec<Vec<Vec<TaskRef>>>,
     pub controls: Vec<Vec<UnboundedSender<Control>>>,
@@ -133,10 +146,11 @@ impl Coordinator {
                 ev = self.events.recv() => {
                     let Some(ev) = ev else { return Ok(outcome) };
                     match ev {
-                        TaskEvent::Ack { task, id, status, state_file, union_state } => {
+                        TaskEvent::Ack { task, id, status, state_file, state_digest, union_state } => {
                             let done = match pending.as_mut() {
                                 Some(p) if p.id == id => {
-                                    p.acks.insert(task, (status, state_file, union_state));
+                                    let acked = Acked { status, file: state_file, digest: state_digest, union_state };
+                                    p.acks.insert(task, acked);
                                     p.waiting.retain(|t| *t != task);
                                     p.waiting.is_empty()
                                 }
@@ -271,7 +285,7 @@ impl Coordinator {
         for (v, info) in self.vertices.iter().enumerate() {
             let subtasks: Vec<(SubtaskStatus, bool)> = (0..info.parallelism)
                 .map(|s| match p.acks.get(&(v, s)) {
-                    Some((status, _, union)) => (*status, *union),
+                    Some(a) => (a.status, a.union_state),
                     None => (SubtaskStatus::Closed, false),
                 })
                 .collect();
@@ -294,10 +308,11 @@ impl Coordinator {
                 parallelism: info.parallelism,
                 subtasks: (0..info.parallelism)
                     .map(|s| match p.acks.get(&(v, s)) {
-                        Some((status, file, _)) => SubtaskEntry {
+                        Some(a) => SubtaskEntry {
                             subtask: s,
-                            status: *status,
-                            state_file: Some(file.clone()),
+                            status: a.status,
+                            state_file: Some(a.file.clone()),
+                            state_digest: Some(a.digest.clone()),
                         },
                         None => {
                             debug_assert!(closed[v][s]);
@@ -305,6 +320,7 @@ impl Coordinator {
                                 subtask: s,
                                 status: SubtaskStatus::Closed,
                                 state_file: None,
+                                state_digest: None,
                             }
                         }
                     })
@@ -314,11 +330,13 @@ impl Coordinator {
         let meta = CheckpointMetadata {
             format_version: crate::checkpoint::FORMAT_VERSION,
             job_id: self.job_id.to_string(),
+            lineage: self.lineage.clone(),
             checkpoint_id: p.id,
             savepoint: false,
             completed_at_ms: weir_common::now_ms(),
             max_parallelism: self.config.max_parallelism,
             vertices,
+            checksum: None,
         };
         let mut savepoint_location = None;
         if let Some(dir) = p.stop.as_ref().map(|s| s.dir.clone()) {
@@ -332,6 +350,11 @@ impl Coordinator {
                     return Ok(());
                 }
             }
+        }
+        if let Err(e) = self.fence.check() {
+            self.abort(p, "this run lost its claim on the checkpoint folder")
+                .await;
+            return Err(e);
         }
         if let Err(e) = self.storage.write_metadata(&meta).await {
             tracing::warn!("checkpoint {} failed: cannot write _metadata: {e}", p.id);

@@ -55,6 +55,10 @@ pub struct Edge {
 pub struct JobGraph {
     pub vertices: Vec<Vertex>,
     pub edges: Vec<Edge>,
+    /// What identifies the job beyond its vertices' uids and names, hashed (the engine
+    /// hashes its statements and the definitions of the tables they use); 0 when the
+    /// builder of the graph gives none. See [`crate::TaskInfo::job_fingerprint`].
+    pub fingerprint: u64,
 }
 
 impl JobGraph {

@@ -6,6 +6,7 @@ use crate::checkpoint::OperatorState;
 use crate::coordinator::{Command, Coordinator, CoordinatorConfig, VertexInfo};
 use crate::exchange::{OutEdge, OutputWriter};
 use crate::graph::{JobGraph, Partitioning};
+use crate::lease::Lease;
 use crate::metrics::JobMetrics;
 use crate::operator::TaskInfo;
 use crate::plan::{check_restore, redistribute, upstream_tasks};
@@ -44,6 +45,8 @@ pub struct JobOptions {
     /// A source subtask that emitted nothing for this long is idle: its watermark stops
     /// holding back the watermark downstream (`table.exec.source.idle-timeout`).
     pub source_idle_timeout: Option<Duration>,
+    /// See [`crate::lease`] (`execution.checkpointing.lease-timeout`).
+    pub lease_timeout: Duration,
 }
 
 impl Default for JobOptions {
@@ -60,6 +63,7 @@ impl Default for JobOptions {
             max_parallelism: 128,
             channel_capacity: 8,
             source_idle_timeout: None,
+            lease_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -76,6 +80,7 @@ impl JobOptions {
             checkpoint_dir: config.checkpoint_dir(),
             max_parallelism: config.max_parallelism(),
             source_idle_timeout: config.source_idle_timeout(),
+            lease_timeout: config.lease_timeout(),
             ..Self::default()
         }
     }
@@ -180,8 +185,141 @@ impl JobController {
     }
 }
 
+/// The state of every subtask of every vertex of a restored checkpoint, read and checked.
+type LoadedStates = Vec<Vec<crate::checkpoint::TaskSnapshot>>;
+
+/// Checks that `graph` may restore from `r` and reads the state files of its vertices.
+async fn load(graph: &JobGraph, r: &RestoredCheckpoint, opts: &JobOptions) -> Result<LoadedStates> {
+    check_restore(graph, &r.metadata)?;
+    if r.metadata.max_parallelism != opts.max_parallelism {
+        return Err(Error::Checkpoint(format!(
+            "checkpoint was taken with pipeline.max-parallelism = {}, the job has {}; it cannot change",
+            r.metadata.max_parallelism, opts.max_parallelism
+        )));
+    }
+    let mut loaded = Vec::with_capacity(graph.vertices.len());
+    for vertex in &graph.vertices {
+        let mut snapshots = Vec::new();
+        if let Some(entry) = r.metadata.vertex(&vertex.uid) {
+            for sub in &entry.subtasks {
+                snapshots.extend(r.read_task_state(sub).await?);
+            }
+        }
+        loaded.push(snapshots);
+    }
+    Ok(loaded)
+}
+
+/// Finds what to restore: the given checkpoint, or the newest sound one under the
+/// checkpoint folder. A corrupt checkpoint is never restored; `latest` then falls back to
+/// the previous one, with a warning.
+async fn resolve_restore(
+    graph: &JobGraph,
+    opts: &JobOptions,
+) -> Result<Option<(RestoredCheckpoint, LoadedStates)>> {
+    let dir = match &opts.restore {
+        None => return Ok(None),
+        Some(RestoreFrom::Path(p)) => {
+            let r = RestoredCheckpoint::open(p).await?;
+            let loaded = load(graph, &r, opts).await?;
+            return Ok(Some((r, loaded)));
+        }
+        Some(RestoreFrom::Latest) => opts.checkpoint_dir.as_deref().ok_or_else(|| {
+            Error::config("--restore latest needs a checkpoint folder (--checkpoint-dir)")
+        })?,
+    };
+    let mut corrupt: Vec<String> = Vec::new();
+    for candidate in RestoredCheckpoint::all_latest_first(dir).await? {
+        let attempt = match candidate {
+            Ok(r) => load(graph, &r, opts).await.map(|l| (r, l)),
+            Err(e) => Err(e),
+        };
+        match attempt {
+            Ok((r, loaded)) => {
+                if !corrupt.is_empty() {
+                    tracing::warn!(
+                        "restoring from the older checkpoint '{}' instead: rows committed after \
+                         it are read and committed again",
+                        r.location
+                    );
+                }
+                return Ok(Some((r, loaded)));
+            }
+            Err(Error::CorruptCheckpoint(why)) => {
+                tracing::warn!("not restoring from a corrupt checkpoint: {why}");
+                corrupt.push(why);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let shown = crate::storage::display_location(dir);
+    if !corrupt.is_empty() {
+        return Err(Error::CorruptCheckpoint(format!(
+            "{}; there is no older sound checkpoint under '{shown}' to fall back to (keep \
+             more with execution.checkpointing.num-retained)",
+            corrupt.join("; ")
+        )));
+    }
+    tracing::warn!(
+        "--restore latest: no completed checkpoint under '{shown}': starting from scratch"
+    );
+    Ok(None)
+}
+
+/// Identifies a job graph's shape (see [`TaskInfo::job_fingerprint`]).
+fn fingerprint(graph: &JobGraph) -> u64 {
+    use std::hash::Hasher;
+    let mut h = twox_hash::XxHash64::with_seed(graph.fingerprint);
+    for v in &graph.vertices {
+        h.write(v.uid.as_bytes());
+        h.write(b"\n");
+        h.write(v.name.as_bytes());
+        h.write(b"\n");
+    }
+    h.finish()
+}
+
+/// Before a start from scratch: a sink that sees committed output of an earlier run of
+/// this job refuses the start when the user asked to restore (`--restore latest` found
+/// nothing: the checkpoints are gone or elsewhere, and starting over would write those
+/// rows again), and warns otherwise.
+async fn check_earlier_output(
+    graph: &JobGraph,
+    opts: &JobOptions,
+    info: impl Fn(&crate::graph::Vertex, usize) -> TaskInfo,
+) -> Result<()> {
+    for vertex in &graph.vertices {
+        for sink in vertex.operators.iter().filter(|o| o.is_sink()) {
+            let Some(found) = sink.earlier_output(&info(vertex, 0)).await? else {
+                continue;
+            };
+            if opts.restore.is_some() {
+                let dir = opts
+                    .checkpoint_dir
+                    .as_deref()
+                    .map(crate::storage::display_location)
+                    .unwrap_or_default();
+                return Err(Error::Checkpoint(format!(
+                    "--restore latest found no checkpoint under '{dir}', but {found}. Starting \
+                     from scratch would write their rows again. Point --checkpoint-dir at that \
+                     run's checkpoints, or run without --restore to start from scratch anyway"
+                )));
+            }
+            tracing::warn!(
+                "{found}; this run starts from scratch and adds its rows beside them \
+                 (to continue that run instead, use --restore)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Starts `graph`. Vertices connected by forward edges of equal parallelism are chained.
+///
+/// With a checkpoint folder the run first claims it ([`Lease`]); a folder another run
+/// holds is an error naming that run.
 pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
+    let job_fingerprint = fingerprint(&graph);
     let graph = graph.chained();
     let storage = CheckpointStorage::at(
         opts.checkpoint_dir
@@ -189,40 +327,53 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
             .unwrap_or("memory://weir-checkpoints"),
         opts.job_id,
     )?;
+    let lease = match &opts.checkpoint_dir {
+        Some(dir) => Some(Lease::acquire(dir, opts.job_id, opts.lease_timeout).await?),
+        None => None,
+    };
+    let fence = lease.as_ref().map(Lease::fence).unwrap_or_default();
 
     // Restore.
-    let restored = match &opts.restore {
-        None => None,
-        Some(RestoreFrom::Path(p)) => Some(RestoredCheckpoint::open(p).await?),
-        Some(RestoreFrom::Latest) => {
-            let dir = opts.checkpoint_dir.as_deref().ok_or_else(|| {
-                Error::config("--restore latest needs a checkpoint folder (--checkpoint-dir)")
-            })?;
-            match RestoredCheckpoint::latest(dir).await? {
-                Some(c) => Some(c),
-                None => {
-                    tracing::info!("no completed checkpoint under '{dir}': starting fresh");
-                    None
-                }
-            }
-        }
+    let (restored, mut loaded) = match resolve_restore(&graph, &opts).await? {
+        Some((r, loaded)) => (Some(r), loaded),
+        None => (None, Vec::new()),
     };
-    if let Some(r) = &restored {
-        check_restore(&graph, &r.metadata)?;
-        if r.metadata.max_parallelism != opts.max_parallelism {
-            return Err(Error::Checkpoint(format!(
-                "checkpoint was taken with pipeline.max-parallelism = {}, the job has {}; it cannot change",
-                r.metadata.max_parallelism, opts.max_parallelism
-            )));
+    let lineage = match (&restored, &opts.checkpoint_dir) {
+        (Some(r), _) => r.metadata.lineage.clone(),
+        // A run started from scratch on a checkpoint folder takes the lineage of the folder
+        // and the job's shape, which an earlier run of it that crashed before its first
+        // checkpoint had too: what that run left uncommitted is then this run's to clean up.
+        (None, Some(dir)) => {
+            use std::hash::Hasher;
+            let mut h = twox_hash::XxHash64::with_seed(job_fingerprint);
+            h.write(crate::storage::display_location(dir).as_bytes());
+            format!("{:016x}", h.finish())
         }
+        (None, None) => opts.job_id.to_string(),
+    };
+    let metrics = Arc::new(JobMetrics::default());
+    let attempt = uuid::Uuid::new_v4();
+    let task_info = |vertex: &crate::graph::Vertex, subtask: usize| TaskInfo {
+        job_id: opts.job_id,
+        attempt,
+        lineage: lineage.clone(),
+        job_fingerprint,
+        fence: fence.clone(),
+        vertex_uid: vertex.uid.clone(),
+        vertex_name: vertex.name.clone(),
+        subtask,
+        parallelism: vertex.parallelism,
+        max_parallelism: opts.max_parallelism,
+        metrics: metrics.clone(),
+    };
+    if restored.is_none() {
+        check_earlier_output(&graph, &opts, &task_info).await?;
     }
     let next_id = restored
         .as_ref()
         .map(|r| r.metadata.checkpoint_id.0 + 1)
         .unwrap_or(1);
 
-    let metrics = Arc::new(JobMetrics::default());
-    let attempt = uuid::Uuid::new_v4();
     let (event_tx, event_rx) = mpsc::unbounded_channel();
     let (cmd_tx, cmd_rx) = mpsc::channel(16);
 
@@ -279,14 +430,10 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         let finished_on_restore = entry.is_some_and(|e| e.fully_finished());
         // Gather the state of every old subtask, per chain position, and split it anew.
         let (mut source_states, mut op_states) = (None, vec![None; vertex.operators.len()]);
-        if let (Some(r), Some(entry)) = (&restored, entry) {
+        if restored.is_some() && entry.is_some() {
             let mut src: Vec<OperatorState> = Vec::new();
             let mut ops: Vec<Vec<OperatorState>> = vec![Vec::new(); vertex.operators.len()];
-            for sub in &entry.subtasks {
-                let Some(file) = &sub.state_file else {
-                    continue;
-                };
-                let snap = r.read_task_state(file).await?;
+            for snap in std::mem::take(&mut loaded[v]) {
                 src.extend(snap.source);
                 if snap.operators.len() != ops.len() {
                     return Err(Error::Checkpoint(format!(
@@ -308,16 +455,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         }
         let mut vertex_controls = Vec::new();
         for s in 0..vertex.parallelism {
-            let info = TaskInfo {
-                job_id: opts.job_id,
-                attempt,
-                vertex_uid: vertex.uid.clone(),
-                vertex_name: vertex.name.clone(),
-                subtask: s,
-                parallelism: vertex.parallelism,
-                max_parallelism: opts.max_parallelism,
-                metrics: metrics.clone(),
-            };
+            let info = task_info(vertex, s);
             let source = match &vertex.source {
                 Some(f) => Some(f.create(&info, source_states.as_ref().map(|st| st[s].clone()))?),
                 None => None,
@@ -359,6 +497,8 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
 
     let coordinator = Coordinator {
         job_id: opts.job_id,
+        lineage: lineage.clone(),
+        fence: fence.clone(),
         vertices: graph
             .vertices
             .iter()
@@ -386,7 +526,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         aborted: Vec::new(),
     };
 
-    let restored_from = restored.as_ref().map(|r| r.path.to_string());
+    let restored_from = restored.as_ref().map(|r| r.location.clone());
     let job_id = opts.job_id;
     let restored_from2 = restored_from.clone();
     let join = tokio::spawn(async move {
@@ -421,6 +561,9 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         let outcome = coordinator
             .await
             .map_err(|e| Error::internal(format!("checkpoint coordinator failed: {e}")))??;
+        if let Some(lease) = lease {
+            lease.release().await;
+        }
         Ok(JobOutcome {
             job_id,
             checkpoints_completed: outcome.checkpoints_completed,

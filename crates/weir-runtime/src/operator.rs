@@ -28,6 +28,16 @@ pub struct TaskInfo {
     pub job_id: JobId,
     /// A fresh id per run of the job (a restore is a new attempt).
     pub attempt: uuid::Uuid,
+    /// Identifies the job across runs restored from its checkpoints (see
+    /// [`crate::CheckpointMetadata::lineage`]).
+    pub lineage: String,
+    /// Identifies the job: its vertices' uids and names and [`crate::JobGraph::fingerprint`]
+    /// (its statements and tables' definitions). A later run of the same script has the
+    /// same fingerprint, whatever its lineage.
+    pub job_fingerprint: u64,
+    /// Fails once this run has lost its claim on the checkpoint folder: check it before
+    /// committing anything.
+    pub fence: crate::lease::Fence,
     pub vertex_uid: String,
     pub vertex_name: String,
     pub subtask: usize,
@@ -156,6 +166,7 @@ pub trait Operator: Send {
 }
 
 /// Creates the operator instance of each subtask.
+#[async_trait]
 pub trait OperatorFactory: Send + Sync {
     /// Short name shown by EXPLAIN, e.g. `Calc(filter, project)`.
     fn name(&self) -> String;
@@ -163,5 +174,12 @@ pub trait OperatorFactory: Send + Sync {
     /// True for sinks: they take no part in output edges.
     fn is_sink(&self) -> bool {
         false
+    }
+    /// For sinks, before a job starts from scratch: committed output of an earlier run of
+    /// the same job (same [`TaskInfo::job_fingerprint`]) that this sink
+    /// can see, described for a message (where, how much, an example).
+    async fn earlier_output(&self, task: &TaskInfo) -> Result<Option<String>> {
+        let _ = task;
+        Ok(None)
     }
 }

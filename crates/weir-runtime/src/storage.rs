@@ -5,7 +5,7 @@
 //! atomically (the local file system writes a staging file and renames it), so a
 //! checkpoint either has a complete `_metadata` or does not exist.
 
-use crate::checkpoint::{CheckpointMetadata, TaskSnapshot};
+use crate::checkpoint::{CheckpointMetadata, FileDigest, SubtaskEntry, TaskSnapshot};
 use futures::TryStreamExt;
 use object_store::multipart::MultipartStore;
 use object_store::path::Path;
@@ -22,6 +22,8 @@ pub struct Location {
     pub multipart: Option<Arc<dyn MultipartStore>>,
     /// The folder on disk, for a local location.
     pub local: Option<std::path::PathBuf>,
+    /// Lists uploads in progress (S3).
+    pub uploads: Option<Arc<crate::s3_uploads::UploadLister>>,
 }
 
 /// S3 settings given as table options rather than environment variables.
@@ -31,12 +33,21 @@ pub struct S3Settings {
     pub secret_key: Option<String>,
     pub endpoint: Option<String>,
     pub region: Option<String>,
+    /// How long a failing request is retried before the error reaches the job (`s3.retry.timeout`);
+    /// default [`DEFAULT_S3_RETRY_TIMEOUT`].
+    pub retry_timeout: Option<std::time::Duration>,
 }
+
+/// How long object-store requests are retried by default: long enough to ride out a short
+/// outage (a count of retries would elapse in a couple of seconds: backoff starts at
+/// 100 ms), short enough that a lasting one fails the job.
+pub const DEFAULT_S3_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Turns a location (a local path or a URL: `file://`, `s3://`, `memory://`) into a store
 /// and a path within it. S3 settings come from the usual `AWS_*` environment variables
 /// (`AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-/// `AWS_ALLOW_HTTP`). Requests are retried with exponential backoff by `object_store`.
+/// `AWS_ALLOW_HTTP`). Failing requests are retried with exponential backoff (100 ms to
+/// 5 s between tries) for a time budget, not a count ([`S3Settings::retry_timeout`]).
 ///
 /// A local folder is created if missing (checkpoints and sinks write there).
 pub fn resolve_location(location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
@@ -77,16 +88,27 @@ pub fn resolve(location: &str, create: bool, s3: &S3Settings) -> Result<Location
                 if let Some(v) = &s3.region {
                     builder = builder.with_region(v);
                 }
-                let store = Arc::new(
-                    builder
-                        .build()
-                        .map_err(|e| Error::config(format!("cannot use '{location}': {e}")))?,
-                );
+                let mut retry = object_store::RetryConfig {
+                    max_retries: usize::MAX,
+                    retry_timeout: s3.retry_timeout.unwrap_or(DEFAULT_S3_RETRY_TIMEOUT),
+                    ..Default::default()
+                };
+                retry.backoff.max_backoff = std::time::Duration::from_secs(5);
+                builder = builder.with_retry(retry);
+                let built = builder
+                    .clone()
+                    .build()
+                    .map_err(|e| Error::config(format!("cannot use '{location}': {e}")))?;
+                let bucket = url.host_str().unwrap_or_default();
+                let uploads =
+                    crate::s3_uploads::UploadLister::new(&builder, built.clone(), bucket)?;
+                let store = Arc::new(built);
                 Ok(Location {
                     store: store.clone(),
                     path,
                     multipart: Some(store),
                     local: None,
+                    uploads: Some(Arc::new(uploads)),
                 })
             }
             "memory" => {
@@ -96,6 +118,7 @@ pub fn resolve(location: &str, create: bool, s3: &S3Settings) -> Result<Location
                     path,
                     multipart: Some(store),
                     local: None,
+                    uploads: None,
                 })
             }
             other => Err(Error::config(format!(
@@ -128,6 +151,7 @@ pub fn resolve(location: &str, create: bool, s3: &S3Settings) -> Result<Location
         path: p,
         multipart: None,
         local: Some(abs),
+        uploads: None,
     })
 }
 
@@ -176,25 +200,26 @@ impl CheckpointStorage {
         self.checkpoint_path(id).to_string()
     }
 
-    /// Writes a task's state file (see [`encode_task_state`]).
+    /// Writes a task's state file (see [`encode_task_state`]) and returns its digest.
     pub async fn write_task_state(
         &self,
         id: CheckpointId,
         file: &str,
         snapshot: &TaskSnapshot,
-    ) -> Result<String> {
+    ) -> Result<FileDigest> {
+        let payload = encode_task_state(snapshot)?;
+        let digest = FileDigest::of(payload.iter().map(|b| b.as_ref()));
         self.store
-            .put(
-                &self.checkpoint_path(id).join(file),
-                encode_task_state(snapshot)?,
-            )
+            .put(&self.checkpoint_path(id).join(file), payload)
             .await?;
-        Ok(file.to_string())
+        Ok(digest)
     }
 
-    /// Writes `_metadata`, which makes the checkpoint exist.
+    /// Writes `_metadata` (sealed with its checksum), which makes the checkpoint exist.
     pub async fn write_metadata(&self, meta: &CheckpointMetadata) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(meta)?;
+        let mut meta = meta.clone();
+        meta.seal()?;
+        let bytes = serde_json::to_vec_pretty(&meta)?;
         let path = self.checkpoint_path(meta.checkpoint_id).join("_metadata");
         self.store.put(&path, PutPayload::from(bytes)).await?;
         Ok(())
@@ -226,7 +251,9 @@ impl CheckpointStorage {
                 }
             }
         }
-        let bytes = serde_json::to_vec_pretty(meta)?;
+        let mut meta = meta.clone();
+        meta.seal()?;
+        let bytes = serde_json::to_vec_pretty(&meta)?;
         store
             .put(&target.join("_metadata"), PutPayload::from(bytes))
             .await?;
@@ -253,86 +280,182 @@ impl CheckpointStorage {
     }
 }
 
+/// How a location reads in messages: a local path as the absolute path on disk, a URL as
+/// given (an object-store path alone drops the leading `/` and the bucket).
+pub fn display_location(location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let path = std::path::Path::new(location);
+    match std::env::current_dir() {
+        Ok(cwd) if path.is_relative() => cwd.join(path).display().to_string(),
+        _ => path.display().to_string(),
+    }
+}
+
 /// A completed checkpoint or savepoint, opened for restore.
 #[derive(Debug, Clone)]
 pub struct RestoredCheckpoint {
     pub store: Arc<dyn ObjectStore>,
     pub path: Path,
+    /// Where it is, for messages (see [`display_location`]).
+    pub location: String,
     pub metadata: CheckpointMetadata,
 }
 
 impl RestoredCheckpoint {
-    /// Opens the checkpoint at `location` (its folder or its `_metadata` file).
+    /// Opens the checkpoint at `location` (its folder or its `_metadata` file). Nothing is
+    /// created: a location that does not exist, or a local file that is not `_metadata`,
+    /// is an error that says so.
     pub async fn open(location: &str) -> Result<Self> {
-        let (store, path) = resolve_location(location.trim_end_matches("/_metadata"))?;
-        Self::open_at(store, path.clone()).await?.ok_or_else(|| {
-            Error::Checkpoint(format!(
-                "'{path}' is not a completed checkpoint: it has no _metadata"
-            ))
-        })
+        let folder = location.trim_end_matches('/');
+        let folder = folder.strip_suffix("/_metadata").unwrap_or(folder);
+        let shown = display_location(folder);
+        if !folder.contains("://") {
+            match std::fs::metadata(folder) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(Error::input(format!(
+                        "cannot restore from '{shown}': it is a file, not a checkpoint folder \
+                         (give the folder that holds _metadata)"
+                    )));
+                }
+                Err(e) => {
+                    return Err(Error::input(format!("cannot restore from '{shown}': {e}")));
+                }
+            }
+        }
+        let (store, path) = resolve_existing_location(folder)?;
+        Self::open_at(store, path, shown.clone())
+            .await?
+            .ok_or_else(|| {
+                Error::Checkpoint(format!(
+                    "'{shown}' is not a completed checkpoint: it has no _metadata"
+                ))
+            })
     }
 
-    /// The checkpoint at `path`; `None` if it has no `_metadata` (not completed).
-    async fn open_at(store: Arc<dyn ObjectStore>, path: Path) -> Result<Option<Self>> {
+    /// The checkpoint at `path`; `None` if it has no `_metadata` (not completed). A
+    /// `_metadata` that does not parse or whose checksum does not match is
+    /// [`Error::CorruptCheckpoint`].
+    async fn open_at(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        location: String,
+    ) -> Result<Option<Self>> {
         let meta_path = path.clone().join("_metadata");
         let bytes = match store.get(&meta_path).await {
             Ok(r) => r.bytes().await?,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let metadata: CheckpointMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::Checkpoint(format!("corrupt checkpoint metadata '{meta_path}': {e}"))
-        })?;
-        if metadata.format_version != crate::checkpoint::FORMAT_VERSION {
+        let corrupt = |why: String| {
+            Error::CorruptCheckpoint(format!("'{location}/_metadata' is corrupt: {why}"))
+        };
+        let version = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .map_err(|e| corrupt(e.to_string()))?
+            .get("format_version")
+            .and_then(|v| v.as_u64());
+        if version != Some(crate::checkpoint::FORMAT_VERSION as u64) {
             return Err(Error::Checkpoint(format!(
-                "checkpoint '{path}' has format version {}, this Weir reads version {}; \
+                "checkpoint '{location}' has format version {}, this Weir reads version {}; \
                  restore it with the Weir that wrote it, or start without --restore",
-                metadata.format_version,
+                version.map_or("(none)".to_string(), |v| v.to_string()),
                 crate::checkpoint::FORMAT_VERSION
             )));
         }
+        let metadata: CheckpointMetadata =
+            serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        metadata.verify().map_err(corrupt)?;
         Ok(Some(Self {
             store,
             path,
+            location,
             metadata,
         }))
     }
 
-    /// The most recently completed checkpoint or savepoint of any job under `dir`.
-    pub async fn latest(dir: &str) -> Result<Option<Self>> {
+    /// Every completed checkpoint or savepoint of any job under `dir`, newest first. A
+    /// checkpoint whose `_metadata` is corrupt is an `Err` in its place (ordered by when
+    /// its `_metadata` was written), so that a restore can say so and fall back.
+    pub async fn all_latest_first(dir: &str) -> Result<Vec<Result<Self>>> {
         let (store, base) = resolve_location(dir)?;
-        let mut best: Option<Self> = None;
+        let shown = display_location(dir);
+        let mut found: Vec<((u64, u64), Result<Self>)> = Vec::new();
         let jobs = store.list_with_delimiter(Some(&base)).await?;
         for job in jobs.common_prefixes {
             let checkpoints = store.list_with_delimiter(Some(&job)).await?;
             for chk in checkpoints.common_prefixes {
-                if !chk.filename().is_some_and(|f| f.starts_with("chk-")) {
-                    continue;
-                }
-                let Some(found) = Self::open_at(store.clone(), chk).await? else {
+                let Some(id) = chk
+                    .filename()
+                    .and_then(|f| f.strip_prefix("chk-"))
+                    .and_then(|n| n.parse::<u64>().ok())
+                else {
                     continue;
                 };
-                let newer = best.as_ref().is_none_or(|b| {
-                    (found.metadata.completed_at_ms, found.metadata.checkpoint_id)
-                        > (b.metadata.completed_at_ms, b.metadata.checkpoint_id)
-                });
-                if newer {
-                    best = Some(found);
+                let relative = chk.as_ref().strip_prefix(base.as_ref()).unwrap_or_default();
+                let location = format!(
+                    "{}/{}",
+                    shown.trim_end_matches('/'),
+                    relative.trim_start_matches('/')
+                );
+                match Self::open_at(store.clone(), chk.clone(), location).await {
+                    Ok(None) => {}
+                    Ok(Some(c)) => found.push(((c.metadata.completed_at_ms, id), Ok(c))),
+                    Err(e @ Error::CorruptCheckpoint(_)) => {
+                        let written = store
+                            .head(&chk.clone().join("_metadata"))
+                            .await
+                            .map(|m| m.last_modified.timestamp_millis().max(0) as u64)
+                            .unwrap_or(0);
+                        found.push(((written, id), Err(e)));
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         }
-        Ok(best)
+        found.sort_by_key(|(key, _)| std::cmp::Reverse(*key));
+        Ok(found.into_iter().map(|(_, c)| c).collect())
     }
 
-    pub async fn read_task_state(&self, file: &str) -> Result<TaskSnapshot> {
+    /// The most recently completed checkpoint or savepoint of any job under `dir` whose
+    /// `_metadata` is sound.
+    pub async fn latest(dir: &str) -> Result<Option<Self>> {
+        Ok(Self::all_latest_first(dir)
+            .await?
+            .into_iter()
+            .find_map(|c| c.ok()))
+    }
+
+    /// Reads the state file of `entry`, checking its size and checksum.
+    pub async fn read_task_state(&self, entry: &SubtaskEntry) -> Result<Option<TaskSnapshot>> {
+        let Some(file) = &entry.state_file else {
+            return Ok(None);
+        };
         let bytes = self
             .store
-            .get(&self.path.clone().join(file))
+            .get(&self.path.clone().join(file.as_str()))
             .await?
             .bytes()
             .await?;
+        let corrupt = |why: String| {
+            Error::CorruptCheckpoint(format!("'{}/{file}' is corrupt: {why}", self.location))
+        };
+        match &entry.state_digest {
+            Some(expected) => {
+                let actual = FileDigest::of([bytes.as_ref()]);
+                if actual != *expected {
+                    return Err(corrupt(format!(
+                        "{} bytes with checksum {}, the checkpoint recorded {} bytes with checksum {}",
+                        actual.size, actual.xxh64, expected.size, expected.xxh64
+                    )));
+                }
+            }
+            None => return Err(corrupt("the checkpoint recorded no checksum for it".into())),
+        }
         decode_task_state(bytes)
-            .map_err(|e| Error::Checkpoint(format!("task state '{}/{file}': {e}", self.path)))
+            .map(Some)
+            .map_err(|e| corrupt(e.to_string()))
     }
 }
 

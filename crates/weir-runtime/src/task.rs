@@ -56,6 +56,7 @@ pub(crate) enum TaskEvent {
         id: CheckpointId,
         status: SubtaskStatus,
         state_file: String,
+        state_digest: crate::checkpoint::FileDigest,
         /// Some operator of the task keeps union list state.
         union_state: bool,
     },
@@ -511,7 +512,7 @@ impl Task {
                 .replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
             self.info.subtask
         );
-        let state_file = self
+        let state_digest = self
             .storage
             .write_task_state(barrier.id, &file, &snapshot)
             .await?;
@@ -536,7 +537,8 @@ impl Task {
             task: self.task_ref,
             id: barrier.id,
             status,
-            state_file,
+            state_file: file,
+            state_digest,
         });
         Ok(())
     }

@@ -20,6 +20,7 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "s3.secret-key",
     "s3.endpoint",
     "s3.region",
+    "s3.retry.timeout",
 ];
 
 pub const SINK_OPTIONS: &[&str] = &[
@@ -34,17 +35,19 @@ pub const SINK_OPTIONS: &[&str] = &[
     "s3.secret-key",
     "s3.endpoint",
     "s3.region",
+    "s3.retry.timeout",
 ];
 
 /// S3 settings from table options (they override the `AWS_*` environment variables and
 /// are never logged nor stored in checkpoints).
 pub(crate) fn s3_settings(
     options: &weir_common::ConnectorOptions,
-) -> weir_runtime::storage::S3Settings {
-    weir_runtime::storage::S3Settings {
+) -> weir_common::Result<weir_runtime::storage::S3Settings> {
+    Ok(weir_runtime::storage::S3Settings {
         access_key: options.get("s3.access-key").map(str::to_string),
         secret_key: options.get("s3.secret-key").map(str::to_string),
         endpoint: options.get("s3.endpoint").map(str::to_string),
         region: options.get("s3.region").map(str::to_string),
-    }
+        retry_timeout: options.get_duration("s3.retry.timeout")?,
+    })
 }

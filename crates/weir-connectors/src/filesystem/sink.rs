@@ -6,8 +6,7 @@
 //! is pre-committed and committed depends on the store:
 //!
 //! * **Local file system** (and stores without multipart uploads): the part is written as
-//!   a hidden *pending* file `.part-<attempt>-<sink>-<subtask>-<n>.<ext>.pending`; commit renames
-//!   it atomically to `part-<attempt>-<sink>-<subtask>-<n>.<ext>`.
+//!   a hidden *pending* file `.<part>.pending`; commit renames it atomically to `<part>`.
 //! * **Object stores with multipart uploads (S3)**: one multipart upload per part file,
 //!   created for the final key. Pre-commit uploads the part's data (5 MiB parts) and
 //!   records upload id, part ids and size; a marker `.weir-uploads/<name>.json` remembers
@@ -18,6 +17,13 @@
 //! exists with the expected size means "already committed". After a restore, pending
 //! files and uploads of earlier attempts that no checkpoint references are removed (their
 //! rows are replayed from the restored source positions).
+//!
+//! Part names are `part-<lineage>-<job>-<sink>-<attempt>-<subtask>-<n>.<ext>` (see
+//! [`PartName`]): the job's lineage (kept by every run restored from its checkpoints), the
+//! script (its statements and tables), the sink's place in it, the run. A restore removes
+//! only parts of its own lineage and sink, so two jobs writing into one folder never touch
+//! each other's parts, even when their scripts have the same shape; and a job started
+//! from scratch can tell committed parts of an earlier run of the same script.
 
 use super::format::{Format, PartEncoder};
 use crate::two_phase::{Committable, Committer, SinkWriter, TwoPhaseCommitSink};
@@ -34,6 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir_common::{ConnectorOptions, Error, Result};
 use weir_runtime::TaskInfo;
+use weir_runtime::s3_uploads::UploadLister;
 use weir_runtime::storage::resolve;
 
 /// Size of the parts of a multipart upload (S3's minimum for all but the last).
@@ -46,6 +53,7 @@ pub struct FileSink {
     format: Format,
     store: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
+    uploads: Option<Arc<UploadLister>>,
     root: Path,
     /// The folder on disk, for a local path.
     local: Option<std::path::PathBuf>,
@@ -73,7 +81,7 @@ impl FileSink {
             .get_duration("sink.rolling-policy.rollover-interval")?
             .unwrap_or(Duration::from_secs(30 * 60));
         options.get_duration("sink.rolling-policy.check-interval")?;
-        let resolved = resolve(&location, true, &super::s3_settings(options)).map_err(|e| {
+        let resolved = resolve(&location, true, &super::s3_settings(options)?).map_err(|e| {
             Error::config(format!(
                 "table '{}': cannot write to '{location}': {e}",
                 options.table
@@ -115,6 +123,7 @@ impl FileSink {
             format,
             store,
             multipart: resolved.multipart,
+            uploads: resolved.uploads,
             root,
             local,
             location,
@@ -125,6 +134,68 @@ impl FileSink {
     }
 }
 
+/// The lineage field of this job's part names: what every run restored from the same
+/// checkpoints shares.
+fn lineage_tag(task: &TaskInfo) -> String {
+    task.lineage.chars().take(16).collect()
+}
+
+/// The job field of part names: the script (see [`TaskInfo::job_fingerprint`]), whatever
+/// its lineage.
+fn job_tag(task: &TaskInfo) -> String {
+    format!("{:08x}", task.job_fingerprint as u32)
+}
+
+/// The sink field of part names: the sink's own vertex (its uid without the operators
+/// chained before it, which depend on the parallelism). Two sinks of one job may write
+/// into one folder (two INSERTs into one table).
+fn sink_tag(task: &TaskInfo) -> String {
+    let own = task.vertex_uid.rsplit('+').next().unwrap_or_default();
+    format!("{:08x}", weir_common::fnv32(own))
+}
+
+/// The attempt field of part names.
+fn attempt_tag(task: &TaskInfo) -> String {
+    task.attempt.simple().to_string()[..16].to_string()
+}
+
+/// The fields of a part file's name
+/// (`[.]part-<lineage>-<job>-<sink>-<attempt>-<subtask>-…`, pending files and upload
+/// markers included).
+#[derive(Debug, PartialEq)]
+struct PartName<'a> {
+    hidden: bool,
+    lineage: &'a str,
+    job: &'a str,
+    sink: &'a str,
+    attempt: &'a str,
+}
+
+impl<'a> PartName<'a> {
+    fn parse(name: &'a str) -> Option<Self> {
+        let hidden = name.starts_with('.');
+        let mut fields = name
+            .trim_start_matches('.')
+            .strip_prefix("part-")?
+            .split('-');
+        let (lineage, job, sink, attempt) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+        );
+        fields.next()?;
+        Some(Self {
+            hidden,
+            lineage,
+            job,
+            sink,
+            attempt,
+        })
+    }
+}
+
+#[async_trait]
 impl TwoPhaseCommitSink for FileSink {
     fn name(&self) -> String {
         format!(
@@ -146,12 +217,12 @@ impl TwoPhaseCommitSink for FileSink {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             root: self.root.clone(),
-            // Two sinks of one job may write to the same folder (two INSERTs into one
-            // table): the vertex tells their parts apart.
             prefix: format!(
-                "part-{}-{:08x}-{}-",
-                task.attempt.simple(),
-                weir_common::fnv32(&task.vertex_uid),
+                "part-{}-{}-{}-{}-{}-",
+                lineage_tag(task),
+                job_tag(task),
+                sink_tag(task),
+                attempt_tag(task),
                 task.subtask
             ),
             counter: 0,
@@ -162,10 +233,42 @@ impl TwoPhaseCommitSink for FileSink {
         }))
     }
 
+    async fn earlier_output(&self, task: &TaskInfo) -> Result<Option<String>> {
+        // Before a start from scratch every committed part of this job's sink is an
+        // earlier run's.
+        let (job, sink) = (job_tag(task), sink_tag(task));
+        let listing: Vec<_> =
+            futures::TryStreamExt::try_collect(self.store.list(Some(&self.root))).await?;
+        // Readers skip hidden files and folders (`.x`, `_x`): upload markers, pending parts.
+        let visible = |o: &&object_store::ObjectMeta| {
+            o.location
+                .prefix_match(&self.root)
+                .is_some_and(|mut parts| parts.all(|p| !p.as_ref().starts_with(['.', '_'])))
+        };
+        let mut earlier = listing.iter().filter(visible).filter(|o| {
+            o.location
+                .filename()
+                .and_then(PartName::parse)
+                .is_some_and(|p| p.job == job && p.sink == sink)
+        });
+        let Some(first) = earlier.next() else {
+            return Ok(None);
+        };
+        let more = earlier.count();
+        Ok(Some(format!(
+            "'{}' already holds {} committed part{} of an earlier run of this job (e.g. '{}')",
+            weir_runtime::storage::display_location(&self.location),
+            more + 1,
+            if more == 0 { "" } else { "s" },
+            first.location.filename().unwrap_or_default()
+        )))
+    }
+
     fn committer(&self) -> Arc<dyn Committer> {
         Arc::new(FileCommitter {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
+            uploads: self.uploads.clone(),
             root: self.root.clone(),
             local: self.local.clone(),
         })
@@ -229,6 +332,9 @@ impl FileWriter {
             }
             Some(mp) => {
                 let upload_id = mp.create_multipart(&target).await?;
+                // A crash here leaves an upload nothing records: a restore finds it by
+                // listing the uploads in progress.
+                weir_common::failpoint("after-upload-created");
                 let marker = self
                     .root
                     .clone()
@@ -368,6 +474,7 @@ fn non_empty(v: String) -> String {
 struct FileCommitter {
     store: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
+    uploads: Option<Arc<UploadLister>>,
     root: Path,
     local: Option<std::path::PathBuf>,
 }
@@ -492,24 +599,18 @@ impl Committer for FileCommitter {
     }
 
     async fn abort_stale(&self, task: &TaskInfo, recovered: &[Committable]) -> Result<()> {
-        let current = task.attempt.simple().to_string();
-        // Another sink may write into the same folder (two INSERTs into one table) and
-        // still have to re-commit its own pending parts: only this sink's parts are ours.
-        let tag = format!("{:08x}", weir_common::fnv32(&task.vertex_uid));
+        let current = attempt_tag(task);
+        let (lineage, sink) = (lineage_tag(task), sink_tag(task));
+        // Only this sink's parts of this lineage left by earlier attempts: another job (or
+        // another sink of this job) may write into the same folder and still have to
+        // re-commit its own pending parts.
         let ours = |name: &str| {
-            name.trim_start_matches('.')
-                .strip_prefix("part-")
-                .and_then(|rest| rest.split('-').nth(1))
-                == Some(tag.as_str())
+            PartName::parse(name)
+                .is_some_and(|p| p.lineage == lineage && p.sink == sink && p.attempt != current)
         };
         // A crash while a part was being written locally leaves a staging file beside it.
         if let Some(dir) = &self.local {
-            let partial = |name: &str| {
-                name.starts_with(".part-")
-                    && name.ends_with(".pending")
-                    && ours(name)
-                    && !name.contains(&current)
-            };
+            let partial = |name: &str| name.ends_with(".pending") && ours(name);
             remove_local_staging(dir, &partial)?;
         }
         let listing: Vec<_> =
@@ -521,7 +622,6 @@ impl Committer for FileCommitter {
             let stale = name.starts_with(".part-")
                 && name.ends_with(".pending")
                 && ours(name)
-                && !name.contains(&current)
                 && !recovered
                     .iter()
                     .any(|c| field(c, "pending").ok() == Some(obj.location.as_ref()));
@@ -542,7 +642,7 @@ impl Committer for FileCommitter {
             let referenced = recovered
                 .iter()
                 .any(|c| field(c, "marker").ok() == Some(obj.location.as_ref()));
-            if name.contains(&current) || referenced || !ours(name) {
+            if referenced || !ours(name) {
                 continue;
             }
             let body = self.store.get(&obj.location).await?.bytes().await?;
@@ -562,6 +662,47 @@ impl Committer for FileCommitter {
             }
             self.store.delete(&obj.location).await?;
         }
+        // Uploads started just before a crash, before their marker was written.
+        if let (Some(lister), Some(mp)) = (&self.uploads, &self.multipart) {
+            for upload in lister.list(&self.root).await? {
+                let referenced = recovered
+                    .iter()
+                    .any(|c| field(c, "upload_id").ok() == Some(upload.upload_id.as_str()));
+                if referenced || !upload.key.filename().is_some_and(ours) {
+                    continue;
+                }
+                tracing::info!(
+                    "aborting the upload of '{}' left by an earlier attempt",
+                    upload.key
+                );
+                let _ = mp.abort_multipart(&upload.key, &upload.upload_id).await;
+            }
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod part_name_tests {
+    use super::PartName;
+
+    #[test]
+    fn part_names_parse_hidden_or_not_and_reject_others() {
+        let name = "part-0123456789abcdef-0a0b0c0d-11223344-aaaabbbbccccdddd-1-7.json";
+        let p = PartName::parse(name).unwrap();
+        assert_eq!(
+            (p.hidden, p.lineage, p.job, p.sink, p.attempt),
+            (
+                false,
+                "0123456789abcdef",
+                "0a0b0c0d",
+                "11223344",
+                "aaaabbbbccccdddd"
+            )
+        );
+        let pending = format!(".{name}.pending");
+        assert!(PartName::parse(&pending).unwrap().hidden);
+        assert_eq!(PartName::parse("part-a-b-c.json"), None);
+        assert_eq!(PartName::parse("data.json"), None);
     }
 }

@@ -90,7 +90,7 @@ impl FileSourceFactory {
             .transpose()?;
         let format = Format::from_options(options)?;
         let location = options.required("path")?.to_string();
-        let resolved = resolve(&location, false, &super::s3_settings(options))?;
+        let resolved = resolve(&location, false, &super::s3_settings(options)?)?;
         let (store, root) = (resolved.store, resolved.path);
         let files = list_files(store.as_ref(), &root, &location).await?;
         if files.is_empty() && monitor.is_none() {

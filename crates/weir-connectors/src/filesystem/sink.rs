@@ -265,7 +265,14 @@ impl TwoPhaseCommitSink for FileSink {
     }
 
     fn committer(&self) -> Arc<dyn Committer> {
+        let shown_root = match self.location.split_once("://") {
+            Some((scheme, rest)) if scheme != "file" => {
+                format!("{scheme}://{}/", rest.split('/').next().unwrap_or_default())
+            }
+            _ => "/".to_string(),
+        };
         Arc::new(FileCommitter {
+            shown_root,
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             uploads: self.uploads.clone(),
@@ -472,6 +479,8 @@ fn non_empty(v: String) -> String {
 }
 
 struct FileCommitter {
+    /// What goes before an object's path in messages: `/` locally, `s3://bucket/` on S3.
+    shown_root: String,
     store: Arc<dyn ObjectStore>,
     multipart: Option<Arc<dyn MultipartStore>>,
     uploads: Option<Arc<UploadLister>>,
@@ -514,13 +523,19 @@ fn field<'a>(c: &'a Committable, key: &str) -> Result<&'a str> {
 }
 
 impl FileCommitter {
+    /// An object's path as the user knows it (object-store paths have no leading `/`).
+    fn shown(&self, path: &Path) -> String {
+        format!("{}{path}", self.shown_root)
+    }
+
     /// `Some(true)`: the final object exists with the expected size (committed);
     /// `Some(false)`: it does not exist.
     async fn committed(&self, target: &Path, size: u64) -> Result<bool> {
         match self.store.head(target).await {
             Ok(meta) if meta.size == size => Ok(true),
             Ok(meta) => Err(Error::external(format!(
-                "cannot commit '{target}': an object of {} bytes is already there (expected {size}); not overwriting it",
+                "cannot commit '{}': an object of {} bytes is already there (expected {size}); not overwriting it",
+                self.shown(target),
                 meta.size
             ))),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
@@ -549,7 +564,8 @@ impl Committer for FileCommitter {
             "multipart" => {
                 let mp = self.multipart.as_ref().ok_or_else(|| {
                     Error::Checkpoint(format!(
-                        "'{target}' was uploaded in parts, but its store has no multipart uploads"
+                        "'{}' was uploaded in parts, but its store has no multipart uploads",
+                        self.shown(&target)
                     ))
                 })?;
                 let upload_id = field(c, "upload_id")?.to_string();
@@ -586,7 +602,10 @@ impl Committer for FileCommitter {
                 tracing::debug!("'{target}' was already committed ({e})");
             }
             Err(e) => {
-                return Err(Error::external(format!("cannot commit '{target}': {e}")));
+                return Err(Error::external(format!(
+                    "cannot commit '{}': {e}",
+                    self.shown(&target)
+                )));
             }
         }
         weir_common::failpoint("commit-after-publish");
@@ -628,7 +647,7 @@ impl Committer for FileCommitter {
             if stale {
                 tracing::info!(
                     "removing uncommitted part '{}' of an earlier attempt",
-                    obj.location
+                    self.shown(&obj.location)
                 );
                 self.store.delete(&obj.location).await?;
             }

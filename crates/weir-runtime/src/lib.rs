@@ -20,6 +20,7 @@ pub mod message;
 pub mod metrics;
 pub mod operator;
 pub mod plan;
+mod restore;
 pub mod s3_uploads;
 pub mod source;
 pub mod storage;

@@ -369,3 +369,44 @@ fn restore_from_a_missing_path_or_a_file_says_so_and_creates_nothing() {
     assert!(err.contains("is a file, not a checkpoint folder"), "{err}");
     assert!(file.is_file());
 }
+
+/// Two restores at once, again and again: every round starts two runs of the job with
+/// `--restore latest` at the same moment and SIGKILLs whatever still runs after a random
+/// while. One of each pair is refused (the folder is claimed); the output stays exactly
+/// once.
+#[test]
+fn racing_restores_under_sigkill_stay_exactly_once() {
+    let rows = 40_000;
+    let expected = expected(rows);
+    let tmp = tempfile::tempdir().unwrap();
+    let job = Job::new(tmp.path(), rows, 2500);
+    let args = job.args(true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut rng = Lcg(11);
+    let (mut kills, mut refused) = (0, 0);
+    for _ in 0..12 {
+        let mut pair = [spawn(&args, &[]), spawn(&args, &[])];
+        std::thread::sleep(Duration::from_millis(200 + rng.next(600)));
+        for child in &mut pair {
+            match child.try_wait().unwrap() {
+                Some(status) => {
+                    assert!(!status.success(), "the job finished too early");
+                    refused += 1;
+                }
+                None => {
+                    child.kill().unwrap();
+                    kills += 1;
+                }
+            }
+            child.wait().unwrap();
+        }
+    }
+    let out = job.run(true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    eprintln!(
+        "crash test (racing restores): {kills} SIGKILLs, {refused} runs refused, {} rows checked, 0 lost, 0 duplicated",
+        expected.len()
+    );
+    assert!(refused >= 10, "only {refused} of 24 runs were refused");
+    assert_exactly_once(tmp.path(), &expected, "racing restores under SIGKILL");
+}

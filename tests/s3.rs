@@ -193,7 +193,11 @@ fn s3_sink_and_checkpoints_are_exactly_once_under_sigkill() {
     assert!(kills >= 20);
     assert_same_rows(lines, &expected, "S3 after SIGKILLs");
     assert_eq!(hidden, 0, "upload markers or probes left behind");
-    assert_eq!(s3.uploads_in_progress("crash"), 0, "uploads left in progress");
+    assert_eq!(
+        s3.uploads_in_progress("crash"),
+        0,
+        "uploads left in progress"
+    );
 }
 
 #[test]

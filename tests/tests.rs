@@ -9,6 +9,7 @@ mod finishing;
 mod golden;
 mod library;
 mod nexmark;
+mod parity;
 mod recovery;
 mod s3;
 mod savepoint;

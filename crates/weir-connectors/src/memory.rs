@@ -119,7 +119,13 @@ impl Source for MemorySource {
             let index = s.split + s.next * s.splits;
             if let Some(b) = self.batches.get(index) {
                 s.next += 1;
-                let batch = RecordBatch::try_new(self.schema.clone(), b.columns().to_vec())?;
+                // The table's schema (nullability may differ); the row count is given for
+                // batches without columns (`SELECT 1` reads one row of none).
+                let batch = RecordBatch::try_new_with_options(
+                    self.schema.clone(),
+                    b.columns().to_vec(),
+                    &arrow::array::RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
+                )?;
                 return Ok(SourcePoll::Batch(batch));
             }
         }

@@ -72,6 +72,21 @@ pub const FLINK_FUNCTIONS: &[&str] = &[
 /// Rewrites Flink function names and forms inside any AST node.
 pub fn rewrite<V: VisitMut>(node: &mut V) {
     let _ = visit_expressions_mut(node, |expr| {
+        // An approximate numeric literal (`1E1`, `2.5e-3`) is a DOUBLE in Flink; exact
+        // ones (`0.1`) are DECIMALs (see the planner's configuration).
+        if let Expr::Value(v) = expr
+            && let sqlparser::ast::Value::Number(n, _) = &v.value
+            && n.contains(['e', 'E'])
+        {
+            *expr = Expr::Cast {
+                kind: sqlparser::ast::CastKind::Cast,
+                expr: Box::new(expr.clone()),
+                data_type: sqlparser::ast::DataType::Double(sqlparser::ast::ExactNumberInfo::None),
+                array: false,
+                format: None,
+            };
+            return ControlFlow::Continue(());
+        }
         if let Expr::Function(f) = expr {
             let name = f.name.to_string().to_ascii_uppercase();
             match name.as_str() {

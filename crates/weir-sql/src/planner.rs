@@ -194,6 +194,9 @@ impl Planner {
     pub fn new() -> Self {
         let mut config = SessionConfig::new();
         config.options_mut().sql_parser.enable_ident_normalization = false;
+        // Flink: an exact numeric literal (`0.1`, `1.255`) is a DECIMAL, not a DOUBLE
+        // (`0.1 + 0.2 = 0.3` holds; `CAST(1.255 AS DECIMAL(4, 2))` is 1.26).
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
         let ctx = SessionContext::new_with_config(config);
         for name in [crate::group_windows::TUMBLE, crate::group_windows::SESSION] {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
@@ -1225,6 +1228,23 @@ impl Planner {
                     aggregates,
                     schema: Arc::new(agg.schema.as_arrow().clone()),
                 });
+                Ok((nodes.len() - 1, Vec::new()))
+            }
+            LogicalPlan::EmptyRelation(empty) => {
+                // `SELECT 1` (one row of no columns, for the projection above) or a
+                // relation the optimizer proved empty.
+                let rows = usize::from(empty.produce_one_row);
+                let batch = arrow::array::RecordBatch::try_new_with_options(
+                    Arc::new(empty.schema.as_arrow().clone()),
+                    empty
+                        .schema
+                        .fields()
+                        .iter()
+                        .map(|f| arrow::array::new_null_array(f.data_type(), rows))
+                        .collect(),
+                    &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+                )?;
+                nodes.push(PlanNode::Values { batch });
                 Ok((nodes.len() - 1, Vec::new()))
             }
             LogicalPlan::Values(values) => {

@@ -135,3 +135,156 @@ fn stop_without_drain_then_resume_from_the_savepoint() {
         "resume lost or repeated rows"
     );
 }
+
+#[test]
+fn stop_with_an_empty_or_ambiguous_job_id_is_refused_and_lists_the_jobs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, id) = start_job(tmp.path(), 1_000_000);
+    let run_dir = tmp.path().join("run");
+    let stop_with = |prefix: &str| {
+        weir()
+            .env("WEIR_RUNTIME_DIR", &run_dir)
+            .args(["stop", prefix, "--savepoint-dir"])
+            .arg(tmp.path().join("sp"))
+            .output()
+            .unwrap()
+    };
+    let out = stop_with("");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "`weir stop ''` stopped a job");
+    assert!(
+        err.contains("no job id given") && err.contains(&id),
+        "the error must say what is wrong and list the running jobs: {err}"
+    );
+    // A second job whose id shares the first 8 characters (its socket is enough: the
+    // prefix is matched against socket names before anything is sent).
+    let twin = format!("{}ffffffff", &id[..8]);
+    std::fs::write(run_dir.join(format!("{twin}.sock")), b"").unwrap();
+    let out = stop_with(&id[..8]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an ambiguous prefix stopped a job");
+    assert!(
+        err.contains("matches 2 jobs") && err.contains(&id) && err.contains(&twin),
+        "the error must list the candidates: {err}"
+    );
+    std::fs::remove_file(run_dir.join(format!("{twin}.sock"))).unwrap();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a refused stop ended the job"
+    );
+    // The whole id still works, and is never ambiguous.
+    let savepoint = stop(tmp.path(), &id, true);
+    assert!(child.wait().unwrap().success());
+    assert!(Path::new(&savepoint).join("_metadata").exists());
+}
+
+/// The control folder decides who can stop a job: a folder that is a symbolic link, is
+/// open to others or belongs to another user is refused before the job starts (and is
+/// left as it was), by `weir run` and by `weir list`/`weir stop` alike. Without
+/// `WEIR_RUNTIME_DIR`, `XDG_RUNTIME_DIR` or `USER` the folder is per user id.
+#[test]
+fn control_folder_that_is_a_symlink_open_or_foreign_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let script = write_script(
+        tmp.path(),
+        "job.sql",
+        &render(JOB, &[("out", out.to_str().unwrap()), ("end", "2000")]),
+    );
+    let run_in = |run_dir: &Path| {
+        weir()
+            .env("WEIR_RUNTIME_DIR", run_dir)
+            .args(["run", "--quiet"])
+            .arg(&script)
+            .output()
+            .unwrap()
+    };
+    let list_in = |run_dir: &Path| {
+        weir()
+            .env("WEIR_RUNTIME_DIR", run_dir)
+            .arg("list")
+            .output()
+            .unwrap()
+    };
+    let refused = |out: std::process::Output, why: &str| {
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            !out.status.success(),
+            "accepted a control folder that {why}"
+        );
+        assert!(
+            err.contains("refusing the control folder") && err.contains(why),
+            "the error must say why ({why}): {err}"
+        );
+    };
+
+    // A symbolic link to someone's folder: refused, and the target's mode is untouched.
+    let target = tmp.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    refused(run_in(&link), "symbolic link");
+    refused(list_in(&link), "symbolic link");
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "the job changed the mode of the link's target");
+
+    // A folder others can enter.
+    let open = tmp.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    refused(run_in(&open), "mode is 777");
+    refused(list_in(&open), "mode is 777");
+
+    // A folder of another user (only root can make one here).
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(1)
+        == 0;
+    if root {
+        let foreign = tmp.path().join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        refused(run_in(&foreign), "belongs to user id 65534");
+        refused(list_in(&foreign), "belongs to user id 65534");
+    }
+    assert!(
+        committed_lines(&out).is_empty(),
+        "a refused run wrote output"
+    );
+
+    // No WEIR_RUNTIME_DIR, XDG_RUNTIME_DIR or USER: a per-uid folder under TMPDIR,
+    // created owner-only.
+    let tmpdir = tmp.path().join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let out = weir()
+        .env_remove("WEIR_RUNTIME_DIR")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("USER")
+        .env("TMPDIR", &tmpdir)
+        .args(["run", "--quiet"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folders: Vec<String> = std::fs::read_dir(&tmpdir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
+    assert_eq!(folders, vec![format!("weir-{uid}")]);
+    let mode = std::fs::metadata(tmpdir.join(&folders[0]))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+}

@@ -124,3 +124,68 @@ fn a_statement_set_runs_its_inserts_as_one_job() {
     assert_eq!(committed_numbers(&low), (1..=30).collect::<Vec<_>>());
     assert_eq!(committed_numbers(&high), (31..=100).collect::<Vec<_>>());
 }
+
+const SECRET_TABLE: &str = "CREATE TABLE vault (a INT) WITH ('connector' = 'filesystem', \
+    'path' = 's3://bucket/vault', 'format' = 'csv', 's3.access-key' = 'AKIAVISIBLE', \
+    's3.secret-key' = 'hunter2-secret-key');";
+
+/// Flink masks sensitive option values as `******`: in `SHOW CREATE TABLE`, in debug
+/// logs (a dependency logs every statement it parses) and in the shell's history file.
+#[test]
+fn secrets_are_masked_in_show_create_table_debug_logs_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = ["hunter2-secret-key"];
+
+    // A script run by the shell (Flink's `-f`), every debug log line on.
+    let script = dir.path().join("vault.sql");
+    std::fs::write(
+        &script,
+        format!("{SECRET_TABLE}\nSHOW CREATE TABLE vault;\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .env("WEIR_LOG", "debug")
+        .env("WEIR_HISTORY", dir.path().join("history"))
+        .arg("shell")
+        .arg("-f")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("'s3.secret-key' = '******'")
+            && stdout.contains("'s3.access-key' = 'AKIAVISIBLE'"),
+        "SHOW CREATE TABLE must mask secrets and only them:\n{stdout}"
+    );
+    assert!(
+        stderr.contains("DEBUG"),
+        "the debug log was not on, the check below proves nothing:\n{stderr}"
+    );
+    for secret in secrets {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "'{secret}' was shown:\n{stdout}\n{stderr}"
+        );
+    }
+
+    // Typed into the shell: the history keeps the statement, not the secrets.
+    let history = dir.path().join("history");
+    let mut s = shell(dir.path());
+    s.send_line(SECRET_TABLE).unwrap();
+    s.exp_string("[INFO] table 'vault' created").unwrap();
+    s.send_control('d').unwrap();
+    s.exp_eof().unwrap();
+    let kept = std::fs::read_to_string(&history).unwrap();
+    assert!(
+        kept.contains("CREATE TABLE vault") && kept.contains("'s3.secret-key' = '******'"),
+        "{kept}"
+    );
+    for secret in secrets {
+        assert!(
+            !kept.contains(secret),
+            "the history kept '{secret}':\n{kept}"
+        );
+    }
+}

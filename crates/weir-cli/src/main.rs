@@ -100,11 +100,13 @@ enum Command {
 }
 
 fn main() {
+    // sqlparser logs every statement it parses at debug level ("Parsing sql '…'"), secrets
+    // included: its debug lines never pass, whatever WEIR_LOG asks for.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+        .unwrap_or_else(|_| "warn".into())
+        .add_directive("sqlparser=info".parse().expect("a valid directive"));
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -342,11 +344,12 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         }
     });
     let graph = engine.build_job(&plans).await.map_err(in_file)?;
+    let control_dir = control::prepare()?;
     let job = engine.start(graph, restore).await?;
     if let Some(from) = &job.restored_from {
         eprintln!("weir: restored from {from}");
     }
-    let socket = control::serve(&job, engine.config().savepoint_dir())?;
+    let socket = control::serve(&control_dir, &job, engine.config().savepoint_dir())?;
     let metrics = job.metrics.clone();
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();

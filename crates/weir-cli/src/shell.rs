@@ -336,7 +336,9 @@ pub async fn run(init: Option<PathBuf>, file: Option<PathBuf>) -> anyhow::Result
                 buffer.push_str(&line);
                 buffer.push('\n');
                 if complete(&buffer) {
-                    let _ = editor.add_history_entry(buffer.trim_end());
+                    // The history file outlives the session: no secrets in it.
+                    let entry = weir::common::redact::redact_sql(buffer.trim_end());
+                    let _ = editor.add_history_entry(entry.as_ref());
                     let sql = std::mem::take(&mut buffer);
                     shell.execute_text(&sql).await;
                     let _ = std::io::stdout().flush();

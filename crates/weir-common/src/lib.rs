@@ -11,6 +11,7 @@ pub mod error;
 pub mod failpoint;
 pub mod ids;
 pub mod options;
+pub mod redact;
 
 pub use changelog::RowKind;
 pub use config::{Config, RuntimeMode};

@@ -4,10 +4,25 @@ use crate::{Error, Result};
 use std::collections::BTreeMap;
 
 /// Options of one table, with the table name for error messages.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ConnectorOptions {
     pub table: String,
     pub values: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for ConnectorOptions {
+    /// Sensitive values masked: options end up in logs through `{:?}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let values: BTreeMap<&str, &str> = self
+            .values
+            .iter()
+            .map(|(k, v)| (k.as_str(), crate::redact::display_value(k, v)))
+            .collect();
+        f.debug_struct("ConnectorOptions")
+            .field("table", &self.table)
+            .field("values", &values)
+            .finish()
+    }
 }
 
 impl ConnectorOptions {

@@ -33,7 +33,8 @@ pub enum Outcome {
 
 /// Identifies a job by its statements (their optimized plans) and the definitions of the
 /// tables they read and write: the same script gives the same fingerprint; another
-/// option of a table (another path, another generator range) gives another.
+/// option of a table (another path, another generator range) gives another. Secrets are
+/// masked in the DDL text hashed here, so rotating a password keeps the job's identity.
 fn fingerprint(plans: &[StreamPlan]) -> u64 {
     use std::hash::Hasher;
     let mut h = twox_hash::XxHash64::with_seed(0);
@@ -188,7 +189,8 @@ impl Engine {
             }
             WeirStatement::Set { key, value } => {
                 self.config.set(key, value)?;
-                Ok(Outcome::Done(format!("'{key}' = '{value}'")))
+                let shown = weir_common::redact::display_value(key, value);
+                Ok(Outcome::Done(format!("'{key}' = '{shown}'")))
             }
             WeirStatement::Reset { key } => {
                 match key {
@@ -202,7 +204,12 @@ impl Engine {
                 rows: self
                     .config
                     .entries()
-                    .map(|(k, v)| vec![k.to_string(), v.to_string()])
+                    .map(|(k, v)| {
+                        vec![
+                            k.to_string(),
+                            weir_common::redact::display_value(k, v).to_string(),
+                        ]
+                    })
                     .collect(),
             }),
             WeirStatement::ShowTables => Ok(Outcome::Table {

@@ -36,7 +36,8 @@ pub struct CreateTable {
 }
 
 impl std::fmt::Display for CreateTable {
-    /// The statement in Flink's syntax (without a `LIKE` clause, which has been resolved).
+    /// The statement in Flink's syntax (without a `LIKE` clause, which has been resolved),
+    /// sensitive option values masked as Flink masks them.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let quote = |s: &str| format!("`{}`", s.replace('`', "``"));
         let text = |s: &str| format!("'{}'", s.replace('\'', "''"));
@@ -73,7 +74,10 @@ impl std::fmt::Display for CreateTable {
         let options: Vec<String> = self
             .options
             .iter()
-            .map(|(k, v)| format!("{} = {}", text(k), text(v)))
+            .map(|(k, v)| {
+                let v = weir_common::redact::display_value(k, v);
+                format!("{} = {}", text(k), text(v))
+            })
             .collect();
         write!(f, " WITH (\n  {}\n)", options.join(",\n  "))
     }

@@ -42,7 +42,7 @@ fn reads_parquet_csv_and_json_files() {
     let out = tmp.path().join("out");
     let sql = format!(
         "CREATE TABLE p (id BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');\n\
-         CREATE TABLE c (id BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+         CREATE TABLE c (id BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv', 'csv.ignore-first-line' = 'true');\n\
          CREATE TABLE d (id BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
          INSERT INTO d SELECT id, name FROM p WHERE id % 10 = 0 UNION ALL SELECT id, name FROM c;",
         input.display(),
@@ -131,7 +131,7 @@ fn drop_file(dir: &std::path::Path, i: u64) {
         .map(|id| format!("{id}\n"))
         .collect();
     let hidden = dir.join(format!(".part-{i}.csv"));
-    std::fs::write(&hidden, format!("id\n{ids}")).unwrap();
+    std::fs::write(&hidden, ids).unwrap();
     std::fs::rename(&hidden, dir.join(format!("part-{i:03}.csv"))).unwrap();
 }
 
@@ -305,7 +305,7 @@ fn statements_reading_one_table_share_its_source() {
     let input = tmp.path().join("in");
     std::fs::create_dir(&input).unwrap();
     let rows: String = (1..=1000).map(|i| format!("{i}\n")).collect();
-    std::fs::write(input.join("a.csv"), format!("id\n{rows}")).unwrap();
+    std::fs::write(input.join("a.csv"), rows).unwrap();
     let (low, high) = (tmp.path().join("low"), tmp.path().join("high"));
     let script = |reuse: &str, explain: &str| {
         let sql = format!(

@@ -6,6 +6,7 @@ mod common;
 mod crash;
 mod errors;
 mod finishing;
+mod flink;
 mod golden;
 mod library;
 mod nexmark;

@@ -152,7 +152,7 @@ fn windows_match_the_events_in_order_and_out_of_order() {
     let write = |name: &str, rows: &[(i64, i64)]| {
         let path = dir.path().join(name);
         std::fs::create_dir_all(&path).unwrap();
-        let mut text = String::from("u,ms\n");
+        let mut text = String::new();
         for (u, ts) in rows {
             text.push_str(&format!("{u},{ts}\n"));
         }

@@ -41,7 +41,8 @@ impl Format {
                         )));
                     }
                 };
-                let header = options.get_bool("csv.ignore-first-line")?.unwrap_or(true);
+                // Flink's csv has no header line: neither read nor written.
+                let header = options.get_bool("csv.ignore-first-line")?.unwrap_or(false);
                 Ok(Format::Csv { delimiter, header })
             }
             other => Err(Error::config(format!(
@@ -82,13 +83,19 @@ impl Format {
                 Ok(out)
             }
             Format::Csv { delimiter, header } => {
+                // As in Flink, an empty field is an empty STRING, not NULL (and an empty
+                // number is an error): nothing is read as NULL.
+                let never_null = regex::Regex::new(r"[^\s\S]").expect("a valid regex");
                 let reader = arrow::csv::ReaderBuilder::new(schema.clone())
                     .with_header(*header)
+                    .with_null_regex(never_null)
                     .with_delimiter(*delimiter)
                     .with_batch_size(8192)
                     .build(std::io::Cursor::new(bytes))
                     .map_err(|e| bad(&e))?;
-                reader.collect::<Result<Vec<_>, _>>().map_err(|e| bad(&e))
+                reader.collect::<Result<Vec<_>, _>>().map_err(|e| {
+                    Error::input(format!("cannot read '{name}': {}", csv_error(&e, schema)))
+                })
             }
             Format::DebeziumJson => Err(Error::config(format!(
                 "cannot read '{name}': format 'debezium-json' can only be written so far"
@@ -96,12 +103,59 @@ impl Format {
             Format::Json => {
                 let reader = arrow::json::ReaderBuilder::new(schema.clone())
                     .with_batch_size(8192)
-                    .build(std::io::Cursor::new(bytes))
+                    .build(std::io::Cursor::new(bytes.clone()))
                     .map_err(|e| bad(&e))?;
-                reader.collect::<Result<Vec<_>, _>>().map_err(|e| bad(&e))
+                reader.collect::<Result<Vec<_>, _>>().map_err(|e| {
+                    Error::input(format!(
+                        "cannot read '{name}': {}",
+                        json_error(&bytes, schema, &e)
+                    ))
+                })
             }
         }
     }
+}
+
+/// Arrow's CSV error with the line counted from 1 (arrow counts from 0) and the column by
+/// name: "line 4, column 'score': cannot parse 'x' as Int32".
+fn csv_error(e: &arrow::error::ArrowError, schema: &SchemaRef) -> String {
+    let text = e.to_string();
+    let re = regex::Regex::new(
+        r"Error while parsing value '(?s:(.*))' as type '([^']*)' for column (\d+) at line (\d+)",
+    )
+    .expect("a valid regex");
+    let Some(c) = re.captures(&text) else {
+        return text;
+    };
+    let (value, ty) = (&c[1], &c[2]);
+    let column: usize = c[3].parse().unwrap_or(0);
+    let line: usize = c[4].parse().unwrap_or(0);
+    let name = schema
+        .fields()
+        .get(column)
+        .map(|f| f.name().as_str())
+        .unwrap_or("?");
+    format!(
+        "line {}, column '{name}': cannot parse '{value}' as {ty}",
+        line + 1
+    )
+}
+
+/// Arrow's JSON reader does not say where a bad record is: find the first line that does
+/// not decode on its own and name it (only on this error path, so reading stays fast).
+fn json_error(bytes: &Bytes, schema: &SchemaRef, e: &arrow::error::ArrowError) -> String {
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        let decoded = arrow::json::ReaderBuilder::new(schema.clone())
+            .build(std::io::Cursor::new(line))
+            .and_then(|r| r.collect::<Result<Vec<_>, _>>());
+        if let Err(line_error) = decoded {
+            return format!("line {}: {line_error}", i + 1);
+        }
+    }
+    e.to_string()
 }
 
 /// Picks the table's columns out of a file's batch by name, casting where types differ.
@@ -125,14 +179,24 @@ fn conform(name: &str, batch: &RecordBatch, schema: &SchemaRef) -> Result<Record
         if col.data_type() == field.data_type() {
             columns.push(col.clone());
         } else {
-            columns.push(arrow::compute::cast(col, field.data_type()).map_err(|e| {
-                Error::input(format!(
-                    "file '{name}': column '{}' has type {} and cannot be read as {}: {e}",
-                    field.name(),
-                    col.data_type(),
-                    field.data_type()
-                ))
-            })?);
+            // Not the default "safe" cast, which turns a value that does not convert into a
+            // NULL: a file that does not hold what the table declares is an error.
+            let options = arrow::compute::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            columns.push(
+                arrow::compute::cast_with_options(col, field.data_type(), &options).map_err(
+                    |e| {
+                        Error::input(format!(
+                            "file '{name}': column '{}' has type {} and cannot be read as {}: {e}",
+                            field.name(),
+                            col.data_type(),
+                            field.data_type()
+                        ))
+                    },
+                )?,
+            );
         }
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)

@@ -269,3 +269,163 @@ fn malformed_statement_sets_are_named() {
         &["an INSERT INTO statement before END", "line 3"],
     );
 }
+
+/// Mistakes that used to pass silently (or surface only when the table was used) are
+/// errors at `CREATE TABLE`: the scripts below declare tables and use none of them.
+#[test]
+fn table_mistakes_are_errors_at_create_table() {
+    fails_with(
+        "CREATE TABLE t (\n  a INT,\n  b STRING,\n  a BIGINT\n) WITH ('connector' = 'datagen');",
+        &["declares column 'a' twice", "line 4, column 3"],
+    );
+    fails_with(
+        "CREATE TABLE t (a INT) WITH ('connector' = 'filesystem', 'path' = '/tmp/x', 'format' = 'cvs');",
+        &["unknown format 'cvs'", "parquet, csv, json"],
+    );
+    fails_with(
+        "CREATE TABLE t (k INT) WITH ('connector' = 'datagen', 'fields.k.min' = '10', 'fields.k.max' = '0');",
+        &["'fields.k.min' (10) is greater than 'fields.k.max' (0)"],
+    );
+}
+
+#[test]
+fn window_sizes_must_be_positive() {
+    let table = "CREATE TABLE t (ts TIMESTAMP(3), WATERMARK FOR ts AS ts) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n";
+    for (window, needle) in [
+        (
+            "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '-10' SECOND)",
+            "TUMBLE: the window size must be positive",
+        ),
+        (
+            "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0' SECOND)",
+            "TUMBLE: the window size must be positive",
+        ),
+        (
+            "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '-10' SECOND)",
+            "must be a positive multiple",
+        ),
+    ] {
+        fails_with(
+            &format!(
+                "{table}SELECT window_start, COUNT(*) FROM TABLE({window}) GROUP BY window_start, window_end;"
+            ),
+            &[needle],
+        );
+    }
+}
+
+/// A Parquet column that does not hold the declared type is an error naming the file and
+/// the column, not a column of NULLs.
+#[test]
+fn parquet_column_of_another_type_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let write = write_script(
+        tmp.path(),
+        "write.sql",
+        &format!(
+            "CREATE TABLE g (id BIGINT, s STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '20', 'fields.s.length' = '6');\n\
+             CREATE TABLE p (id BIGINT, s STRING) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');\n\
+             INSERT INTO p SELECT id, s FROM g;",
+            data.display()
+        ),
+    );
+    run_ok(&[write.to_str().unwrap()]);
+    let out = tmp.path().join("out");
+    let err = fails_with(
+        &format!(
+            "CREATE TABLE p (id BIGINT, s BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');\n\
+             CREATE TABLE d (s BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+             INSERT INTO d SELECT s FROM p;",
+            data.display(),
+            out.display()
+        ),
+        &[
+            "column 's' has type Utf8 and cannot be read as Int64",
+            data.to_str().unwrap(),
+        ],
+    );
+    assert!(committed_lines(&out).is_empty(), "output after: {err}");
+}
+
+/// A value a row cannot take (a failed cast, a division by zero) names the expression,
+/// in streaming and batch mode, and commits nothing.
+#[test]
+fn data_errors_name_the_expression() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (mode, query, needles) in [
+        (
+            "streaming",
+            "SELECT CAST(s AS INT) FROM g",
+            &["Cannot cast string", "CAST(s AS Int32)", "column 'g.s'"][..],
+        ),
+        (
+            "batch",
+            "SELECT CAST(s AS INT) FROM g",
+            &["Cannot cast string", "CAST(g.s AS Int32)"][..],
+        ),
+        (
+            "streaming",
+            "SELECT id / k FROM g",
+            &["division by zero", "id / CAST(k AS Int64)"][..],
+        ),
+        (
+            "batch",
+            "SELECT id / k FROM g",
+            &["division by zero", "g.id / CAST(g.k AS Int64)"][..],
+        ),
+    ] {
+        let out = tmp.path().join(format!("out-{mode}-{}", query.len()));
+        let err = fails_with(
+            &format!(
+                "SET 'execution.runtime-mode' = '{mode}';\n\
+                 CREATE TABLE g (id BIGINT, k INT, s STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '50', 'fields.k.min' = '0', 'fields.k.max' = '0', 'fields.s.length' = '5');\n\
+                 CREATE TABLE d (x BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+                 INSERT INTO d {query};",
+                out.display()
+            ),
+            needles,
+        );
+        assert!(committed_lines(&out).is_empty(), "output after: {err}");
+    }
+}
+
+/// A bad record is named by file and line (counted from 1, as an editor does).
+#[test]
+fn bad_records_are_named_by_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("bad.csv"), "1,a\n2,b\nx,c\n4,d\n").unwrap();
+    std::fs::write(
+        tmp.path().join("bad.json"),
+        "{\"id\": 1}\n\n{\"id\": 2}\n{\"id\": \"zz\"}\n",
+    )
+    .unwrap();
+    for (file, format, needle) in [
+        ("bad.csv", "csv", "line 3, column 'id'"),
+        ("bad.json", "json", "line 4:"),
+    ] {
+        let path = tmp.path().join(file);
+        fails_with(
+            &format!(
+                "CREATE TABLE s (id BIGINT{}) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = '{format}');\n\
+                 CREATE TABLE d (id BIGINT) WITH ('connector' = 'blackhole');\n\
+                 INSERT INTO d SELECT id FROM s;",
+                if format == "csv" { ", name STRING" } else { "" },
+                path.display()
+            ),
+            &[&format!("cannot read '{}'", path.display()), needle],
+        );
+    }
+}
+
+#[test]
+fn missing_script_shows_the_os_cause() {
+    let out = run(&["/no/such/script.sql"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("cannot read '/no/such/script.sql'")
+            && err.contains("No such file or directory"),
+        "{err}"
+    );
+}

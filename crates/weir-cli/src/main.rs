@@ -123,7 +123,8 @@ fn main() {
     let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            // With its causes: "cannot read 'x.sql': No such file or directory (os error 2)".
+            eprintln!("error: {e:#}");
             1
         }
     };

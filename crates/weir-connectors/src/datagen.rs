@@ -89,11 +89,25 @@ impl DatagenSourceFactory {
         for f in schema.fields() {
             let opt = |k: &str| format!("fields.{}.{k}", f.name());
             let kind = match options.get(&opt("kind")).unwrap_or("random") {
-                "random" => FieldKind::Random {
-                    min: options.get_f64(&opt("min"))?,
-                    max: options.get_f64(&opt("max"))?,
-                    length: options.get_u64(&opt("length"))?.unwrap_or(100) as usize,
-                },
+                "random" => {
+                    let min = options.get_f64(&opt("min"))?;
+                    let max = options.get_f64(&opt("max"))?;
+                    if let (Some(lo), Some(hi)) = (min, max)
+                        && lo > hi
+                    {
+                        return Err(Error::config(format!(
+                            "table '{}': '{}' ({lo}) is greater than '{}' ({hi})",
+                            options.table,
+                            opt("min"),
+                            opt("max")
+                        )));
+                    }
+                    FieldKind::Random {
+                        min,
+                        max,
+                        length: options.get_u64(&opt("length"))?.unwrap_or(100) as usize,
+                    }
+                }
                 "sequence" => {
                     let start = options.get_i64(&opt("start"))?.ok_or_else(|| {
                         Error::config(format!(

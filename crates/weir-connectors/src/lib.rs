@@ -51,14 +51,21 @@ fn lookup(
     })
 }
 
-/// Checks, when a table is declared, that its connector exists and every option is one
-/// the connector knows (as a source or as a sink).
-pub fn validate_options(options: &ConnectorOptions) -> Result<()> {
+/// Checks, when a table is declared, that its connector exists, every option is one the
+/// connector knows (as a source or as a sink) and the options make sense for the table's
+/// physical columns (a known format; datagen ranges that are not empty), so that mistakes
+/// surface at `CREATE TABLE`, not when the table is first used.
+pub fn validate_options(options: &ConnectorOptions, physical: SchemaRef) -> Result<()> {
     let (name, source, sink) = lookup(options)?;
     let mut all: Vec<&str> = source.iter().chain(sink.iter()).copied().collect();
     all.sort();
     all.dedup();
-    options.check_known(name, &all)
+    options.check_known(name, &all)?;
+    match *name {
+        "filesystem" => filesystem::format::Format::from_options(options).map(|_| ()),
+        "datagen" => datagen::DatagenSourceFactory::new(options, physical).map(|_| ()),
+        _ => Ok(()),
+    }
 }
 
 /// The source of a table read by a query.

@@ -124,10 +124,10 @@ impl Engine {
                 let mut options = ct.options.clone();
                 options.remove("scan.parallelism");
                 options.remove("sink.parallelism");
-                weir_connectors::validate_options(&weir_common::ConnectorOptions::new(
-                    ct.name.clone(),
-                    options,
-                ))?;
+                weir_connectors::validate_options(
+                    &weir_common::ConnectorOptions::new(ct.name.clone(), options),
+                    ct.physical_schema(),
+                )?;
                 Ok(match self.planner.create_table(ct).await? {
                     Some(_) => Outcome::Done(format!("table '{}' created", ct.name)),
                     None => Outcome::Done(format!("table '{}' already exists", ct.name)),

@@ -345,6 +345,11 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                 let text = match (name.as_str(), args.len()) {
                     ("TUMBLE", 3) => {
                         let size = &args[2];
+                        if interval_ms(size).is_some_and(|ms| ms <= 0) {
+                            return Err(format!(
+                                "TUMBLE: the window size must be positive, not {size}"
+                            ));
+                        }
                         let start =
                             format!("date_bin({size}, {time}, TIMESTAMP '1970-01-01 00:00:00')");
                         format!(
@@ -363,7 +368,7 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                                 "{name}: window sizes must be literal intervals such as INTERVAL '10' SECOND"
                             ));
                         };
-                        if step_ms <= 0 || size_ms % step_ms != 0 {
+                        if step_ms <= 0 || size_ms <= 0 || size_ms % step_ms != 0 {
                             return Err(format!(
                                 "{name}: the window size must be a positive multiple of the {}",
                                 if name == "HOP" { "slide" } else { "step" }

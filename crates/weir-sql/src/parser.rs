@@ -35,6 +35,25 @@ pub struct CreateTable {
     pub location: SqlLocation,
 }
 
+impl CreateTable {
+    /// The physical columns (what a connector reads or writes; no computed columns).
+    pub fn physical_schema(&self) -> arrow::datatypes::SchemaRef {
+        let fields: Vec<arrow::datatypes::Field> = self
+            .columns
+            .iter()
+            .filter_map(|c| match c {
+                ColumnOrComputed::Column(c) => Some(arrow::datatypes::Field::new(
+                    &c.name,
+                    c.data_type.clone(),
+                    c.nullable,
+                )),
+                ColumnOrComputed::Computed { .. } => None,
+            })
+            .collect();
+        std::sync::Arc::new(arrow::datatypes::Schema::new(fields))
+    }
+}
+
 impl std::fmt::Display for CreateTable {
     /// The statement in Flink's syntax (without a `LIKE` clause, which has been resolved),
     /// sensitive option values masked as Flink masks them.
@@ -115,6 +134,15 @@ pub enum LikeFeature {
 pub enum ColumnOrComputed {
     Column(ColumnSpec),
     Computed { name: String, expr: Box<Expr> },
+}
+
+impl ColumnOrComputed {
+    pub fn name(&self) -> &str {
+        match self {
+            ColumnOrComputed::Column(c) => &c.name,
+            ColumnOrComputed::Computed { name, .. } => name,
+        }
+    }
 }
 
 /// One statement of a script.
@@ -586,7 +614,14 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
                 .collect();
             let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
         } else {
+            let at = p.peek_token().span.start;
             let name = p.parse_identifier()?.value;
+            if table.columns.iter().any(|c| c.name() == name) {
+                return Err(ParserError::ParserError(format!(
+                    "table '{}' declares column '{name}' twice{at}",
+                    table.name
+                )));
+            }
             if p.parse_keyword(Keyword::AS) {
                 let expr = Box::new(p.parse_expr()?);
                 table

@@ -246,14 +246,20 @@ impl Planner {
             .execute_logical_plan(plan)
             .await
             .map_err(plan_error)?;
-        frame.collect().await.map_err(|e| match e {
-            datafusion::error::DataFusionError::External(inner) => {
-                match inner.downcast::<Error>() {
-                    Ok(weir) => *weir,
-                    Err(other) => Error::External(other.to_string()),
-                }
+        let plan_for_errors = frame.logical_plan().clone();
+        frame.collect().await.map_err(|e| {
+            if let Some(message) = data_error_suspects(&plan_for_errors, &e) {
+                return Error::Input(message);
             }
-            other => Error::DataFusion(other),
+            match e {
+                datafusion::error::DataFusionError::External(inner) => {
+                    match inner.downcast::<Error>() {
+                        Ok(weir) => *weir,
+                        Err(other) => Error::External(other.to_string()),
+                    }
+                }
+                other => Error::DataFusion(other),
+            }
         })
     }
 
@@ -443,17 +449,7 @@ impl Planner {
                 Some(ct.location),
             ));
         }
-        let physical: Vec<Field> = ct
-            .columns
-            .iter()
-            .filter_map(|c| match c {
-                ColumnOrComputed::Column(c) => {
-                    Some(Field::new(&c.name, c.data_type.clone(), c.nullable))
-                }
-                ColumnOrComputed::Computed { .. } => None,
-            })
-            .collect();
-        let physical_schema = Arc::new(Schema::new(physical));
+        let physical_schema = ct.physical_schema();
         let has_computed = ct
             .columns
             .iter()
@@ -1611,4 +1607,40 @@ fn materialize(
         schema,
     });
     nodes.len() - 1
+}
+
+/// For an error a row's values cause (a failed cast, a division by zero), a message that
+/// names the expressions of `plan` that can cause it: DataFusion's says neither which
+/// expression nor which column.
+fn data_error_suspects(
+    plan: &LogicalPlan,
+    e: &datafusion::error::DataFusionError,
+) -> Option<String> {
+    use datafusion::common::tree_node::TreeNode;
+    let datafusion::error::DataFusionError::ArrowError(arrow_error, _) = e.find_root() else {
+        return None;
+    };
+    let (what, marks): (String, &[&str]) = match arrow_error.as_ref() {
+        arrow::error::ArrowError::DivideByZero => ("division by zero".into(), &[" / ", " % "]),
+        arrow::error::ArrowError::CastError(m) => (m.clone(), &["CAST("]),
+        _ => return None,
+    };
+    let mut found: Vec<String> = Vec::new();
+    let _ = plan.apply(|node| {
+        if matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Filter(_)) {
+            for expr in node.expressions() {
+                let text = expr.to_string();
+                if marks.iter().any(|m| text.contains(m)) && !found.contains(&text) {
+                    found.push(text);
+                }
+            }
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    Some(if found.is_empty() {
+        what
+    } else {
+        found.truncate(3);
+        format!("{what} in {}", found.join(", "))
+    })
 }

@@ -40,6 +40,18 @@ pub const SINK_OPTIONS: &[&str] = &[
 
 /// S3 settings from table options (they override the `AWS_*` environment variables and
 /// are never logged nor stored in checkpoints).
+/// What goes before an object-store path to show it as the user wrote the table's `path`
+/// (object-store paths have no leading `/` and no bucket): `/` for local files,
+/// `s3://bucket/` for S3.
+pub(crate) fn shown_root(location: &str) -> String {
+    match location.split_once("://") {
+        Some((scheme, rest)) if scheme != "file" => {
+            format!("{scheme}://{}/", rest.split('/').next().unwrap_or_default())
+        }
+        _ => "/".to_string(),
+    }
+}
+
 pub(crate) fn s3_settings(
     options: &weir_common::ConnectorOptions,
 ) -> weir_common::Result<weir_runtime::storage::S3Settings> {

@@ -265,12 +265,7 @@ impl TwoPhaseCommitSink for FileSink {
     }
 
     fn committer(&self) -> Arc<dyn Committer> {
-        let shown_root = match self.location.split_once("://") {
-            Some((scheme, rest)) if scheme != "file" => {
-                format!("{scheme}://{}/", rest.split('/').next().unwrap_or_default())
-            }
-            _ => "/".to_string(),
-        };
+        let shown_root = super::shown_root(&self.location);
         Arc::new(FileCommitter {
             shown_root,
             store: self.store.clone(),

@@ -179,6 +179,7 @@ impl SourceFactory for FileSourceFactory {
             }
             return Ok(Box::new(FileSource {
                 schema: self.schema.clone(),
+                shown_root: super::shown_root(&self.location),
                 format: self.format,
                 store: self.store.clone(),
                 splits,
@@ -206,6 +207,7 @@ impl SourceFactory for FileSourceFactory {
         };
         Ok(Box::new(FileSource {
             schema: self.schema.clone(),
+            shown_root: super::shown_root(&self.location),
             format: self.format,
             store: self.store.clone(),
             splits,
@@ -217,6 +219,8 @@ impl SourceFactory for FileSourceFactory {
 
 struct FileSource {
     schema: SchemaRef,
+    /// Put before a file's object-store path in messages (see `shown_root`).
+    shown_root: String,
     format: Format,
     store: Arc<dyn ObjectStore>,
     /// Unfinished splits; the first one is being read.
@@ -243,8 +247,9 @@ impl Source for FileSource {
                 }
             };
             let path = Path::from(split.file.as_str());
+            let shown = format!("{}{}", self.shown_root, split.file);
             let read_error =
-                |e: object_store::Error| Error::input(format!("cannot read '{}': {e}", split.file));
+                |e: object_store::Error| Error::input(format!("cannot read '{shown}': {e}"));
             let bytes = self
                 .store
                 .get(&path)
@@ -254,7 +259,7 @@ impl Source for FileSource {
                 .await
                 .map_err(read_error)?;
             let mut batches: VecDeque<RecordBatch> =
-                self.format.decode(&split.file, bytes, &self.schema)?.into();
+                self.format.decode(&shown, bytes, &self.schema)?.into();
             // Skip what an earlier attempt already emitted.
             let mut skip = split.rows as usize;
             while skip > 0 {

@@ -24,7 +24,16 @@ impl CalcOperator {
         for step in &self.steps {
             match step {
                 CalcStep::Filter(predicate) => {
-                    let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
+                    let mask = predicate
+                        .evaluate(&batch)
+                        .and_then(|v| v.into_array(batch.num_rows()))
+                        .map_err(|e| {
+                            Error::Input(format!(
+                                "cannot evaluate the condition {}: {}",
+                                readable(predicate),
+                                root_cause(e)
+                            ))
+                        })?;
                     let mask = mask
                         .as_boolean_opt()
                         .ok_or_else(|| Error::internal("filter predicate is not boolean"))?;
@@ -37,8 +46,20 @@ impl CalcOperator {
                     let rows = batch.num_rows();
                     let mut columns = exprs
                         .iter()
-                        .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(rows)))
-                        .collect::<Result<Vec<_>, _>>()?;
+                        .zip(schema.fields())
+                        .map(|(e, field)| {
+                            e.evaluate(&batch)
+                                .and_then(|v| v.into_array(rows))
+                                .map_err(|err| {
+                                    Error::Input(format!(
+                                        "cannot compute column '{}' = {}: {}",
+                                        field.name(),
+                                        readable(e),
+                                        root_cause(err)
+                                    ))
+                                })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
                     let options = RecordBatchOptions::new().with_row_count(Some(rows));
                     // A changelog keeps its row kinds (the last column) through projections;
                     // filters keep them already.
@@ -53,6 +74,37 @@ impl CalcOperator {
             }
         }
         Ok(Some(batch))
+    }
+}
+
+/// A physical expression as SQL-ish text: `CAST(s@1 AS Int32)` → `CAST(s AS Int32)`.
+fn readable(e: &std::sync::Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> String {
+    let text = e.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '@' && chars.peek().is_some_and(|d| d.is_ascii_digit()) {
+            while chars.peek().is_some_and(|d| d.is_ascii_digit()) {
+                chars.next();
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The innermost message of a DataFusion error ("Cannot cast string 'x' to value of Int32
+/// type", "Divide by zero error"), without the wrappers that repeat it.
+fn root_cause(e: datafusion::error::DataFusionError) -> String {
+    match e.find_root() {
+        datafusion::error::DataFusionError::ArrowError(a, _) => match a.as_ref() {
+            arrow::error::ArrowError::CastError(m) => m.clone(),
+            arrow::error::ArrowError::DivideByZero => "division by zero".into(),
+            arrow::error::ArrowError::ComputeError(m) => m.clone(),
+            other => other.to_string(),
+        },
+        other => other.to_string(),
     }
 }
 

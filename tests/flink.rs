@@ -6,7 +6,8 @@
 //!
 //! Where Weir still differs, the block is listed in `tests/flink/known-differences.txt`
 //! with the reason. The test fails when a block differs that is not listed, and when a
-//! listed block matches (so the list only shrinks).
+//! listed block matches (so the list only shrinks). `WEIR_FLINK_VERBOSE=1` prints every
+//! difference, listed or not.
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, TimeUnit};
@@ -442,6 +443,9 @@ fn weir_gives_flinks_results() {
             std::fs::read_to_string(root().join("expected").join(format!("{case}.out"))).unwrap();
         blocks += parse_expected(&text).len();
         for d in runtime.block_on(differences(case)) {
+            if std::env::var_os("WEIR_FLINK_VERBOSE").is_some() {
+                eprintln!("{d}");
+            }
             let key = d
                 .split_once(": ")
                 .map_or(d.as_str(), |(k, _)| k)

@@ -45,3 +45,36 @@ fn exact_numeric_literals_are_decimals_as_in_flink() {
         assert_eq!(row, "true, 0.3, 1.26, 3.0, 10.0");
     }
 }
+
+/// `REGEXP_REPLACE` replaced only the first match, and `$1` in the replacement was a group
+/// reference. Flink replaces every match with the replacement as literal text.
+#[test]
+fn regexp_replace_replaces_every_match_as_in_flink() {
+    let (streaming, batch) = one_row_both_modes(
+        "SELECT REGEXP_REPLACE('a1b22c333', '[0-9]+', '#'), \
+         REGEXP_REPLACE('a1b2', '([a-z])([0-9])', '$2$1'), \
+         REGEXP_EXTRACT('ab12', '([a-z]+)([0-9]+)', 0), \
+         SPLIT_INDEX('a,b,,c', ',', 2) = '', SPLIT_INDEX('a,b', ',', 5) IS NULL, \
+         REGEXP('x1', '[0-9]')",
+    );
+    for row in [streaming, batch] {
+        assert_eq!(row, "a#b#c#, $2$1$2$1, ab12, true, true, true");
+    }
+}
+
+/// A csv file's first row was taken for a header and dropped: Flink's csv has no header.
+#[test]
+fn csv_has_no_header_line_as_in_flink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("in.csv");
+    std::fs::write(&data, "1,a\n2,\n3,c\n").unwrap();
+    let (streaming, batch) = one_row_both_modes(&format!(
+        "CREATE TABLE t (id INT, s STRING) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+         SELECT COUNT(*), SUM(id), COUNT(s), MIN(CHAR_LENGTH(s)) FROM t",
+        data.display()
+    ));
+    // Three rows; the empty field is an empty string, not NULL.
+    for row in [streaming, batch] {
+        assert_eq!(row, "3, 6, 3, 0");
+    }
+}

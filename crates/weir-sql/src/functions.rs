@@ -144,23 +144,39 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                         *expr = new;
                     }
                 }
-                "REGEXP_EXTRACT" | "SPLIT_INDEX" | "HOUR" | "MINUTE" | "SECOND" | "DATE_FORMAT" => {
+                "REGEXP_EXTRACT" | "REGEXP_REPLACE" | "REGEXP" | "SPLIT_INDEX" | "HOUR"
+                | "MINUTE" | "SECOND" | "DATE_FORMAT" => {
                     let Some(args) = plain_args(&f.args) else {
                         return ControlFlow::Continue(());
                     };
                     let a: Vec<String> = args.iter().map(|e| format!("({e})")).collect();
                     let text = match (name.as_str(), a.len()) {
-                        ("REGEXP_EXTRACT", 2) => Some(format!(
-                            "array_element(regexp_match({}, {}), 1)",
-                            a[0], a[1]
+                        // Group `n` of the first match (0, the default: the whole match).
+                        // The pattern is wrapped in a group so that the whole match is
+                        // group 1 of DataFusion's `regexp_match`.
+                        ("REGEXP_EXTRACT", 2 | 3) => Some(format!(
+                            "array_element(regexp_match({}, concat('(', {}, ')')), {} + 1)",
+                            a[0],
+                            a[1],
+                            a.get(2).map_or("0", String::as_str)
                         )),
-                        ("REGEXP_EXTRACT", 3) => Some(format!(
-                            "array_element(regexp_match({}, {}), {})",
+                        // Every match is replaced, and the replacement is literal text (`$1`
+                        // is not a group reference in Flink).
+                        ("REGEXP_REPLACE", 3) => Some(format!(
+                            "regexp_replace({}, {}, replace({}, '$', '$$'), 'g')",
                             a[0], a[1], a[2]
                         )),
+                        // A match anywhere in the string (Java's `find`).
+                        ("REGEXP", 2) => Some(format!("regexp_like({}, {})", a[0], a[1])),
+                        // Part `n` (from 0) split at a literal separator: NULL when out of
+                        // range or when the string is empty; an empty part is ''.
                         ("SPLIT_INDEX", 3) => Some(format!(
-                            "nullif(split_part({}, {}, {} + 1), '')",
-                            a[0], a[1], a[2]
+                            "CASE WHEN {s} = '' THEN NULL \
+                             WHEN {i} >= 0 AND {i} < array_length(string_to_array({s}, {d})) \
+                             THEN split_part({s}, {d}, CAST({i} AS BIGINT) + 1) END",
+                            s = a[0],
+                            d = a[1],
+                            i = a[2]
                         )),
                         ("HOUR" | "MINUTE" | "SECOND", 1) => Some(format!(
                             "CAST(date_part('{}', {}) AS BIGINT)",

@@ -375,10 +375,6 @@ impl Planner {
                 ct.name, like.table
             ))
         };
-        let name_of = |c: &ColumnOrComputed| match c {
-            ColumnOrComputed::Column(c) => c.name.clone(),
-            ColumnOrComputed::Computed { name, .. } => name.clone(),
-        };
         let mut out = ct.clone();
         out.like = None;
         // Columns: the source's physical (always) and computed ones, then the new ones.
@@ -388,14 +384,14 @@ impl Planner {
             if computed && of(F::Generated) == S::Excluding {
                 continue;
             }
-            let mine = ct.columns.iter().find(|n| name_of(n) == name_of(c));
+            let mine = ct.columns.iter().find(|n| n.name() == c.name());
             match mine {
                 Some(ColumnOrComputed::Computed { .. })
                     if computed && of(F::Generated) == S::Overwriting => {}
                 Some(_) => {
                     return Err(clash(format!(
                         "column '{}' is defined in both tables",
-                        name_of(c)
+                        c.name()
                     )));
                 }
                 None => columns.push(c.clone()),
@@ -1609,6 +1605,21 @@ fn materialize(
     nodes.len() - 1
 }
 
+/// The plain message of an error a row's values cause (a failed cast, a division by zero,
+/// another compute error), without the wrappers that repeat it; `None` for other errors.
+pub fn row_error_message(e: &datafusion::error::DataFusionError) -> Option<String> {
+    let datafusion::error::DataFusionError::ArrowError(arrow_error, _) = e.find_root() else {
+        return None;
+    };
+    match arrow_error.as_ref() {
+        arrow::error::ArrowError::DivideByZero => Some("division by zero".into()),
+        arrow::error::ArrowError::CastError(m) | arrow::error::ArrowError::ComputeError(m) => {
+            Some(m.clone())
+        }
+        _ => None,
+    }
+}
+
 /// For an error a row's values cause (a failed cast, a division by zero), a message that
 /// names the expressions of `plan` that can cause it: DataFusion's says neither which
 /// expression nor which column.
@@ -1620,11 +1631,12 @@ fn data_error_suspects(
     let datafusion::error::DataFusionError::ArrowError(arrow_error, _) = e.find_root() else {
         return None;
     };
-    let (what, marks): (String, &[&str]) = match arrow_error.as_ref() {
-        arrow::error::ArrowError::DivideByZero => ("division by zero".into(), &[" / ", " % "]),
-        arrow::error::ArrowError::CastError(m) => (m.clone(), &["CAST("]),
+    let marks: &[&str] = match arrow_error.as_ref() {
+        arrow::error::ArrowError::DivideByZero => &[" / ", " % "],
+        arrow::error::ArrowError::CastError(_) => &["CAST("],
         _ => return None,
     };
+    let what = row_error_message(e)?;
     let mut found: Vec<String> = Vec::new();
     let _ = plan.apply(|node| {
         if matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Filter(_)) {

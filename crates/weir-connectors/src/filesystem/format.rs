@@ -7,6 +7,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use std::sync::LazyLock;
 use weir_common::{ConnectorOptions, Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,10 +86,11 @@ impl Format {
             Format::Csv { delimiter, header } => {
                 // As in Flink, an empty field is an empty STRING, not NULL (and an empty
                 // number is an error): nothing is read as NULL.
-                let never_null = regex::Regex::new(r"[^\s\S]").expect("a valid regex");
+                static NEVER_NULL: LazyLock<regex::Regex> =
+                    LazyLock::new(|| regex::Regex::new(r"[^\s\S]").expect("a valid regex"));
                 let reader = arrow::csv::ReaderBuilder::new(schema.clone())
                     .with_header(*header)
-                    .with_null_regex(never_null)
+                    .with_null_regex(NEVER_NULL.clone())
                     .with_delimiter(*delimiter)
                     .with_batch_size(8192)
                     .build(std::io::Cursor::new(bytes))
@@ -120,11 +122,13 @@ impl Format {
 /// name: "line 4, column 'score': cannot parse 'x' as Int32".
 fn csv_error(e: &arrow::error::ArrowError, schema: &SchemaRef) -> String {
     let text = e.to_string();
-    let re = regex::Regex::new(
-        r"Error while parsing value '(?s:(.*))' as type '([^']*)' for column (\d+) at line (\d+)",
-    )
-    .expect("a valid regex");
-    let Some(c) = re.captures(&text) else {
+    static ARROW_CSV_ERROR: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(
+            r"Error while parsing value '(?s:(.*))' as type '([^']*)' for column (\d+) at line (\d+)",
+        )
+        .expect("a valid regex")
+    });
+    let Some(c) = ARROW_CSV_ERROR.captures(&text) else {
         return text;
     };
     let (value, ty) = (&c[1], &c[2]);

@@ -95,17 +95,12 @@ fn readable(e: &std::sync::Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> 
 }
 
 /// The innermost message of a DataFusion error ("Cannot cast string 'x' to value of Int32
-/// type", "Divide by zero error"), without the wrappers that repeat it.
+/// type", "division by zero"), without the wrappers that repeat it.
 fn root_cause(e: datafusion::error::DataFusionError) -> String {
-    match e.find_root() {
-        datafusion::error::DataFusionError::ArrowError(a, _) => match a.as_ref() {
-            arrow::error::ArrowError::CastError(m) => m.clone(),
-            arrow::error::ArrowError::DivideByZero => "division by zero".into(),
-            arrow::error::ArrowError::ComputeError(m) => m.clone(),
-            other => other.to_string(),
-        },
+    weir_sql::planner::row_error_message(&e).unwrap_or_else(|| match e.find_root() {
+        datafusion::error::DataFusionError::ArrowError(a, _) => a.to_string(),
         other => other.to_string(),
-    }
+    })
 }
 
 #[async_trait]

@@ -14,15 +14,19 @@ fn one_row_both_modes(select: &str) -> (String, String) {
         .find_map(|l| l.strip_prefix("+I[")?.strip_suffix(']'))
         .unwrap_or_else(|| panic!("no row in: {out}"))
         .to_string();
+    (streaming_row, batch_row(tmp.path(), select))
+}
+
+/// The one row `select` returns in batch mode, as text.
+fn batch_row(dir: &std::path::Path, select: &str) -> String {
     let batch = write_script(
-        tmp.path(),
+        dir,
         "b.sql",
         &format!("SET 'execution.runtime-mode' = 'batch';\n{select};"),
     );
     let out = run_ok(&[batch.to_str().unwrap()]);
     // The pretty table: header, separator, then the row `| a | b |`.
-    let batch_row = out
-        .lines()
+    out.lines()
         .filter(|l| l.starts_with('|'))
         .nth(1)
         .unwrap_or_else(|| panic!("no row in: {out}"))
@@ -30,8 +34,7 @@ fn one_row_both_modes(select: &str) -> (String, String) {
         .split('|')
         .map(str::trim)
         .collect::<Vec<_>>()
-        .join(", ");
-    (streaming_row, batch_row)
+        .join(", ")
 }
 
 /// Exact numeric literals were DOUBLEs: `0.1 + 0.2 = 0.3` was false and
@@ -76,5 +79,72 @@ fn csv_has_no_header_line_as_in_flink() {
     // Three rows; the empty field is an empty string, not NULL.
     for row in [streaming, batch] {
         assert_eq!(row, "3, 6, 3, 0");
+    }
+}
+
+/// The values of the last row an aggregate over `select` gives: in streaming mode the last
+/// `+I`/`+U` line (the final value of a one-group aggregate), in batch mode its one row.
+fn final_row_both_modes(select: &str) -> (String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let streaming = write_script(tmp.path(), "s.sql", &format!("{select};"));
+    let out = run_ok(&[streaming.to_str().unwrap(), "-p", "1"]);
+    let streaming_row = out
+        .lines()
+        .rev()
+        .find_map(|l| {
+            l.strip_prefix("+I[")
+                .or_else(|| l.strip_prefix("+U["))?
+                .strip_suffix(']')
+        })
+        .unwrap_or_else(|| panic!("no row in: {out}"))
+        .to_string();
+    (streaming_row, batch_row(tmp.path(), select))
+}
+
+/// `AVG` of an INT column was a DOUBLE (Flink: the column's type, truncated toward zero),
+/// and `AVG(a)` beside `AVG(CAST(a AS DOUBLE))` failed with "duplicate unqualified field
+/// name"; `SUM` of an INT was a BIGINT.
+#[test]
+fn avg_of_an_integer_column_is_an_integer_as_in_flink() {
+    let (streaming, batch) = final_row_both_modes(
+        "SELECT AVG(a), AVG(CAST(a AS DOUBLE)), SUM(a), AVG(-a), \
+         AVG(CAST(a AS DECIMAL(10, 2))) \
+         FROM (VALUES (1), (2), (2)) AS t(a)",
+    );
+    for row in [streaming, batch] {
+        assert_eq!(row, "1, 1.6666666666666667, 5, -1, 1.666667");
+    }
+}
+
+/// Decimal division kept fewer digits than Flink and truncated: Flink's scale is
+/// `max(6, s1 + p2 + 1)`, rounded half up.
+#[test]
+fn decimal_division_has_flinks_scale_and_rounds_half_up() {
+    let (streaming, batch) = one_row_both_modes(
+        "SELECT 10.0 / 4, 1 / 3.0, CAST(2 AS DECIMAL(5, 2)) / 3, CAST(-2 AS DECIMAL(5, 2)) / 3, 7 / 2",
+    );
+    for row in [streaming, batch] {
+        assert_eq!(
+            row,
+            "2.500000000000, 0.333333, 0.6666666666667, -0.6666666666667, 3"
+        );
+    }
+}
+
+/// `CAST(TRUE AS STRING)` was `true`, doubles lost Java's form (`1e20`) and timestamps had
+/// a `T` and no fixed fraction; Flink writes `TRUE`, `1.0E20`, `2024-01-01 10:00:00.000`.
+#[test]
+fn cast_to_string_writes_values_as_flink_does() {
+    let (streaming, batch) = one_row_both_modes(
+        "SELECT CAST(TRUE AS STRING), CAST(1.0E20 AS STRING), CAST(0.1E0 AS STRING), \
+         CAST(CAST('2024-01-01 10:00:00' AS TIMESTAMP(3)) AS STRING), \
+         CAST(CAST('2024-01-01 10:00:00.5' AS TIMESTAMP(0)) AS STRING), \
+         CAST(1.50 AS STRING)",
+    );
+    for row in [streaming, batch] {
+        assert_eq!(
+            row,
+            "TRUE, 1.0E20, 0.1, 2024-01-01 10:00:00.000, 2024-01-01 10:00:00, 1.50"
+        );
     }
 }

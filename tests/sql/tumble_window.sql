@@ -25,6 +25,6 @@ CREATE TABLE per_user (
 
 INSERT INTO per_user
 SELECT user_id, window_start, window_end,
-       COUNT(*), COUNT(*) FILTER (WHERE amount > 50), SUM(amount), MIN(amount), ROUND(AVG(amount), 3)
+       COUNT(*), COUNT(*) FILTER (WHERE amount > 50), SUM(amount), MIN(amount), ROUND(AVG(CAST(amount AS DOUBLE)), 3)
 FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND))
 GROUP BY user_id, window_start, window_end;

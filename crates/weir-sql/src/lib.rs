@@ -7,6 +7,9 @@
 
 pub mod catalog;
 pub mod dialect;
+pub mod flink_cast;
+pub mod flink_decimal;
+pub mod flink_types;
 pub mod functions;
 pub mod group_windows;
 pub mod parser;

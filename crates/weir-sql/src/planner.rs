@@ -202,6 +202,9 @@ impl Planner {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
         ctx.register_udf(crate::group_windows::ProcTime::udf());
+        for f in crate::flink_types::BigintRanking::all() {
+            ctx.register_udwf(f);
+        }
         Self {
             ctx,
             catalog: Catalog::default(),
@@ -300,14 +303,18 @@ impl Planner {
         crate::functions::rewrite_window_tvfs(&mut query).map_err(Error::plan)?;
         crate::functions::rewrite(&mut query);
         crate::functions::alias_nested_fields(&mut query);
+        crate::flink_types::distinct_cast_names(&mut query);
+        crate::flink_types::int_literals(&mut query);
         let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(
             Box::new(query),
         )));
-        self.ctx
+        let plan = self
+            .ctx
             .state()
             .statement_to_plan(stmt)
             .await
-            .map_err(plan_error)
+            .map_err(plan_error)?;
+        crate::flink_types::aggregate_types(plan).map_err(plan_error)
     }
 
     async fn logical_of_text(&self, sql: &str) -> Result<LogicalPlan> {

@@ -148,3 +148,82 @@ fn cast_to_string_writes_values_as_flink_does() {
         );
     }
 }
+
+/// A window aggregate grouped by `window_start, window_end, window_time` was planned as an
+/// updating aggregate (the optimizer computes `window_end` under another name when
+/// `window_time` shares it), so a second TUMBLE over its `window_time` was refused. In
+/// Flink it stays an append-only window aggregate whose `window_time` is a time attribute.
+#[test]
+fn cascading_window_over_window_time_is_a_window_aggregate_as_in_flink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/flink/data/orders.csv");
+    let script = write_script(
+        tmp.path(),
+        "c.sql",
+        &format!(
+            "CREATE TABLE orders (order_id INT, customer STRING, product STRING, amount DECIMAL(10, 2), \
+             qty INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
+             WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n\
+             CREATE VIEW per_customer AS SELECT window_start AS s, window_end AS e, \
+             window_time AS rowtime, customer, COUNT(*) AS n \
+             FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '5' MINUTES)) \
+             GROUP BY window_start, window_end, window_time, customer;\n\
+             SELECT window_start, SUM(n), COUNT(*) \
+             FROM TABLE(TUMBLE(TABLE per_customer, DESCRIPTOR(rowtime), INTERVAL '10' MINUTES)) \
+             GROUP BY window_start, window_end;",
+            data.display()
+        ),
+    );
+    let out = run_ok(&[script.to_str().unwrap(), "-p", "2"]);
+    // Lines `n> +I[…]` (subtask n of the print sink).
+    let mut rows: Vec<&str> = out
+        .lines()
+        .map(|l| l.split_once("> ").map_or(l, |(_, row)| row))
+        .filter(|l| l.starts_with(['+', '-']))
+        .collect();
+    rows.sort();
+    // Append-only: one insert per outer window (Flink's rows, tests/flink/expected).
+    assert_eq!(
+        rows,
+        [
+            "+I[2024-01-01T10:00:00, 10, 8]",
+            "+I[2024-01-01T10:10:00, 6, 6]"
+        ],
+        "{out}"
+    );
+}
+
+/// `INSERT OVERWRITE` appended and `INSERT INTO t PARTITION (…)` ignored its static
+/// values; until both are implemented (batch-mode replace through the two-phase commit),
+/// they are refused with where they are written, and no output appears.
+#[test]
+fn insert_overwrite_and_static_partitions_are_refused_not_appended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("out");
+    for (insert, needle) in [
+        (
+            "INSERT OVERWRITE t SELECT 1, 'a'",
+            "INSERT OVERWRITE is not supported yet",
+        ),
+        (
+            "INSERT INTO t PARTITION (dt = 'a') SELECT 1",
+            "static partition values is not supported",
+        ),
+    ] {
+        let script = write_script(
+            tmp.path(),
+            "o.sql",
+            &format!(
+                "SET 'execution.runtime-mode' = 'batch';\n\
+                 CREATE TABLE t (id INT, dt STRING) PARTITIONED BY (dt) \
+                 WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n{insert};",
+                out_dir.display()
+            ),
+        );
+        let out = run(&[script.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{insert} ran");
+        assert!(err.contains(needle) && err.contains("line 3"), "{err}");
+        assert!(!out_dir.exists() || committed_lines(&out_dir).is_empty());
+    }
+}

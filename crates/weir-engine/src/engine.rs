@@ -243,6 +243,7 @@ impl Engine {
                     .chain(
                         weir_sql::functions::FLINK_FUNCTIONS
                             .iter()
+                            .chain(weir_sql::flink_functions::NAMES)
                             .map(|f| f.to_string()),
                     )
                     .collect();

@@ -38,7 +38,7 @@ pub(crate) fn parse_expr(text: &str) -> Option<Expr> {
 }
 
 /// Java `SimpleDateFormat` letters → chrono's `strftime`.
-fn java_to_strftime(pattern: &str) -> String {
+pub(crate) fn java_to_strftime(pattern: &str) -> String {
     let mut out = pattern.to_string();
     for (java, c) in [
         ("yyyy", "%Y"),
@@ -85,6 +85,13 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                 array: false,
                 format: None,
             };
+            return ControlFlow::Continue(());
+        }
+        if let Some(new) = crate::flink_functions::rewrite_special(expr)
+            .as_deref()
+            .and_then(parse_expr)
+        {
+            *expr = new;
             return ControlFlow::Continue(());
         }
         if let Expr::Function(f) = expr {
@@ -199,7 +206,18 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                     }
                 }
                 "CHAR_LENGTH" => f.name = ObjectName::from(vec![Ident::new("character_length")]),
-                _ => {}
+                _ => {
+                    let Some(args) = plain_args(&f.args) else {
+                        return ControlFlow::Continue(());
+                    };
+                    let a: Vec<String> = args.iter().map(|e| format!("({e})")).collect();
+                    if let Some(new) = crate::flink_functions::rewrite_call(&name, &args, &a)
+                        .as_deref()
+                        .and_then(parse_expr)
+                    {
+                        *expr = new;
+                    }
+                }
             }
         }
         ControlFlow::<()>::Continue(())
@@ -366,8 +384,9 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                                 "TUMBLE: the window size must be positive, not {size}"
                             ));
                         }
-                        let start =
-                            format!("date_bin({size}, {time}, TIMESTAMP '1970-01-01 00:00:00')");
+                        let start = format!(
+                            "date_bin({size}, {time}, TIMESTAMP '1970-01-01 00:00:00.000000000')"
+                        );
                         format!(
                             "SELECT *, {start} AS window_start, {start} + {size} AS window_end, \
                              {start} + {size} - INTERVAL '1' MILLISECOND AS window_time FROM {table}"
@@ -390,7 +409,7 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                                 if name == "HOP" { "slide" } else { "step" }
                             ));
                         }
-                        let origin = "TIMESTAMP '1970-01-01 00:00:00'";
+                        let origin = "TIMESTAMP '1970-01-01 00:00:00.000000000'";
                         let copies: Vec<String> = (0..size_ms / step_ms)
                             .map(|i| {
                                 if name == "HOP" {

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod dialect;
 pub mod flink_cast;
 pub mod flink_decimal;
+pub mod flink_functions;
 pub mod flink_types;
 pub mod functions;
 pub mod group_windows;

@@ -435,6 +435,21 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                     )));
                 }
             };
+            // Not silently appended: both would need the batch-mode replace of issue 13.
+            if insert.overwrite {
+                return Err(ParserError::ParserError(format!(
+                    "INSERT OVERWRITE is not supported yet (it would append instead of \
+                     replacing); write to an empty path instead at Line: {}, Column: {}",
+                    start.line, start.column
+                )));
+            }
+            if insert.partitioned.is_some() {
+                return Err(ParserError::ParserError(format!(
+                    "INSERT INTO … PARTITION (…) with static partition values is not supported \
+                     yet; select the partition columns' values instead at Line: {}, Column: {}",
+                    start.line, start.column
+                )));
+            }
             let Some(query) = insert.source else {
                 return Err(ParserError::ParserError(format!(
                     "INSERT needs a SELECT or VALUES at Line: {}, Column: {}",

@@ -278,14 +278,19 @@ pub fn is_window_end(nodes: &[PlanNode], n: usize, col: usize) -> bool {
     match &nodes[n] {
         PlanNode::Calc { input, steps, .. } => {
             let mut col = col;
+            // Whether the column was named `window_end` on its way up: the optimizer may
+            // compute the bound under another name (a common subexpression shared with
+            // `window_time`) and rename it above.
+            let mut named = false;
             for step in steps.iter().rev() {
                 if let CalcStep::Project { exprs, schema } = step {
+                    let f = schema.field(col);
+                    named |= f.name() == "window_end";
                     match exprs[col].downcast_ref::<Column>() {
                         Some(c) => col = c.index(),
                         None => {
                             // Where a window TVF's rewrite computes its bounds.
-                            let f = schema.field(col);
-                            return f.name() == "window_end"
+                            return named
                                 && matches!(
                                     f.data_type(),
                                     arrow::datatypes::DataType::Timestamp(..)

@@ -1,13 +1,20 @@
 //! Flink's result types where DataFusion's differ.
 //!
 //! - An integer literal that fits 32 bits is an `INT` (DataFusion: `BIGINT`), so
-//!   `VALUES (1)`, `a + 1` over an `INT` column and `CASE … THEN 1` are `INT` as in Flink.
+//!   `VALUES (1)`, `a + 1` over an `INT` column and `CASE … THEN 1` are `INT` as in Flink;
+//!   an exact decimal literal's precision counts every digit written (`0.1`: `DECIMAL(2, 1)`).
 //! - `SUM` and `AVG` of `TINYINT`/`SMALLINT`/`INT`/`BIGINT`/`FLOAT` keep the argument's
 //!   type (`AVG` truncates toward zero); `SUM(DECIMAL(p, s))` is `DECIMAL(38, s)` and
 //!   `AVG(DECIMAL(p, s))` is `DECIMAL(38, max(6, s))`, rounded half up.
 //! - `ROW_NUMBER`, `RANK` and `DENSE_RANK` are `BIGINT` (DataFusion: unsigned).
 //! - Aggregates of different casts of one column (`AVG(x)`, `AVG(CAST(x AS DOUBLE))`) are
 //!   distinct columns (DataFusion names a cast after its operand, so both were `avg(x)`).
+//! - Decimal division and `CAST(x AS STRING)` follow Flink through the functions of
+//!   [`crate::flink_decimal`] and [`crate::flink_cast`].
+//!
+//! Literals and names are fixed on the AST before planning ([`int_literals`],
+//! [`distinct_cast_names`]); result types on the logical plan DataFusion's SQL planner
+//! gives ([`aggregate_types`]), before it is optimized.
 
 use std::ops::{ControlFlow, Range};
 use std::sync::Arc;
@@ -47,9 +54,9 @@ const AGGREGATES: &[&str] = &[
     "VARIANCE",
 ];
 
-/// An integer literal made an `INT` by [`int_literals`]. The `::` form marks it: Flink SQL
+/// A numeric literal typed by [`int_literals`]. The `::` form marks it: Flink SQL
 /// has no `::` cast, so a user's own casts are never mistaken for one.
-fn is_marked_int(e: &SqlExpr) -> bool {
+fn is_marked_literal(e: &SqlExpr) -> bool {
     matches!(e, SqlExpr::Cast { kind: CastKind::DoubleColon, expr, .. }
         if matches!(&**expr, SqlExpr::Value(v) if matches!(v.value, Value::Number(..))))
 }
@@ -57,7 +64,7 @@ fn is_marked_int(e: &SqlExpr) -> bool {
 /// Undoes [`int_literals`] where SQL needs the literal itself: positions in `ORDER BY` /
 /// `GROUP BY`, `LIMIT`/`OFFSET`/`FETCH` counts and window frame offsets.
 fn unmark(e: &mut SqlExpr) {
-    if is_marked_int(e)
+    if is_marked_literal(e)
         && let SqlExpr::Cast { expr, .. } = e
     {
         *e = std::mem::replace(&mut **expr, SqlExpr::value(Value::Null));
@@ -233,8 +240,9 @@ fn flink_aggregate_type(function: &str, arg: &DataType) -> Option<(Option<DataTy
     }
 }
 
-/// Gives `SUM`/`AVG` in aggregations Flink's result types (see the module docs): the
-/// aggregate computes as DataFusion does, a projection above casts its result.
+/// Gives a planned query Flink's result types (see the module docs): decimal divisions and
+/// casts to strings become Flink's functions; `SUM`/`AVG` compute as DataFusion's, a
+/// projection above the aggregation casts their results.
 pub fn aggregate_types(plan: LogicalPlan) -> Result<LogicalPlan> {
     plan.transform_up(|node| {
         let node = flink_expressions(node)?.recompute_schema()?;

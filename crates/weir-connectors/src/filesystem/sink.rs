@@ -539,6 +539,32 @@ impl FileCommitter {
     }
 }
 
+impl FileCommitter {
+    /// Deletes the upload marker of a published file. The file is committed whatever
+    /// happens here; the marker is only bookkeeping, so a store that is briefly
+    /// unreachable (an S3 outage the client's own retries gave up on) is retried for a
+    /// while, then the marker is left for the next restore's cleanup, with a warning.
+    async fn delete_marker(&self, c: &Committable) {
+        let Some(marker) = field(c, "marker").ok().and_then(|m| Path::parse(m).ok()) else {
+            return;
+        };
+        let mut last = None;
+        for attempt in 0..20u32 {
+            match self.store.delete(&marker).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => return,
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(
+                100 * u64::from(attempt.min(5) + 1),
+            ))
+            .await;
+        }
+        if let Some(e) = last {
+            tracing::warn!(marker = %marker, error = %e, "could not delete an upload marker; the next restore removes it");
+        }
+    }
+}
+
 #[async_trait]
 impl Committer for FileCommitter {
     async fn commit(&self, c: &Committable) -> Result<()> {
@@ -547,11 +573,7 @@ impl Committer for FileCommitter {
         let size = c.get("size").and_then(|v| v.as_u64()).unwrap_or(0);
         let kind = c.get("kind").and_then(|v| v.as_str()).unwrap_or("rename");
         if self.committed(&target, size).await? {
-            if let Ok(marker) = field(c, "marker")
-                && let Ok(marker) = Path::parse(marker)
-            {
-                let _ = self.store.delete(&marker).await;
-            }
+            self.delete_marker(c).await;
             return Ok(());
         }
         weir_common::failpoint("commit-before-publish");
@@ -604,11 +626,7 @@ impl Committer for FileCommitter {
             }
         }
         weir_common::failpoint("commit-after-publish");
-        if let Ok(marker) = field(c, "marker")
-            && let Ok(marker) = Path::parse(marker)
-        {
-            let _ = self.store.delete(&marker).await;
-        }
+        self.delete_marker(c).await;
         Ok(())
     }
 

@@ -7,14 +7,19 @@ use crate::common::*;
 /// The values of the one row `select` returns, in streaming and in batch mode, as text.
 fn one_row_both_modes(select: &str) -> (String, String) {
     let tmp = tempfile::tempdir().unwrap();
-    let streaming = write_script(tmp.path(), "s.sql", &format!("{select};"));
-    let out = run_ok(&[streaming.to_str().unwrap(), "-p", "1"]);
+    let out = streaming_output(tmp.path(), select);
     let streaming_row = out
         .lines()
         .find_map(|l| l.strip_prefix("+I[")?.strip_suffix(']'))
         .unwrap_or_else(|| panic!("no row in: {out}"))
         .to_string();
     (streaming_row, batch_row(tmp.path(), select))
+}
+
+/// What the print sink writes for `select` in streaming mode (parallelism 1).
+fn streaming_output(dir: &std::path::Path, select: &str) -> String {
+    let script = write_script(dir, "s.sql", &format!("{select};"));
+    run_ok(&[script.to_str().unwrap(), "-p", "1"])
 }
 
 /// The one row `select` returns in batch mode, as text.
@@ -86,8 +91,7 @@ fn csv_has_no_header_line_as_in_flink() {
 /// `+I`/`+U` line (the final value of a one-group aggregate), in batch mode its one row.
 fn final_row_both_modes(select: &str) -> (String, String) {
     let tmp = tempfile::tempdir().unwrap();
-    let streaming = write_script(tmp.path(), "s.sql", &format!("{select};"));
-    let out = run_ok(&[streaming.to_str().unwrap(), "-p", "1"]);
+    let out = streaming_output(tmp.path(), select);
     let streaming_row = out
         .lines()
         .rev()

@@ -112,11 +112,11 @@ pub fn flink_text(array: &ArrayRef) -> Result<ArrayRef> {
                 out.append_option(v.map(|v| java_double(v as f64, format!("{v:e}"))));
             }
         }
-        DataType::Timestamp(unit, tz) => {
-            // Wall-clock time of the value: for TIMESTAMP_LTZ in its time zone (UTC).
+        DataType::Timestamp(unit, _) => {
+            // Wall-clock time of the value (a TIMESTAMP_LTZ as arrow's cast to a zone-less
+            // timestamp gives it; `table.local-time-zone` is not honoured yet).
             let naive =
                 arrow::compute::cast(array, &DataType::Timestamp(TimeUnit::Nanosecond, None))?;
-            let _ = tz;
             let naive = naive.as_primitive::<arrow::datatypes::TimestampNanosecondType>();
             for i in 0..n {
                 if naive.is_null(i) {

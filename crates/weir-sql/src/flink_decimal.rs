@@ -106,30 +106,32 @@ impl ScalarUDFImpl for FlinkDivide {
             l.as_primitive::<Decimal128Type>(),
             r.as_primitive::<Decimal128Type>(),
         );
-        // l / r at `scale`: (l * 10^(scale - s1 + s2)) / r, rounded half up.
+        // l / r at `scale`: (l * 10^(scale - s1 + s2)) / r, rounded half up. The power of
+        // ten scales the dividend up, or the divisor when the shift is negative; it is the
+        // same for every row (at most 10^76, within i256).
         let shift = scale as i32 - s1 as i32 + s2 as i32;
         let ten = i256::from_i128(10);
         let limit = ten.wrapping_pow(precision as u32);
+        let factor = ten.wrapping_pow(shift.unsigned_abs());
         let mut out = Vec::with_capacity(rows);
         for i in 0..rows {
             if l.is_null(i) || r.is_null(i) {
                 out.push(None);
                 continue;
             }
-            let (mut n, mut d) = (i256::from_i128(l.value(i)), i256::from_i128(r.value(i)));
+            let (n, d) = (i256::from_i128(l.value(i)), i256::from_i128(r.value(i)));
             if d == i256::ZERO {
                 return Err(ArrowError::DivideByZero.into());
             }
-            let factor = ten.checked_pow(shift.unsigned_abs());
-            let scaled = match factor {
-                Some(f) if shift >= 0 => n.checked_mul(f).map(|v| n = v),
-                Some(f) => d.checked_mul(f).map(|v| d = v),
-                None => None,
+            let scaled = if shift >= 0 {
+                n.checked_mul(factor).map(|n| (n, d))
+            } else {
+                d.checked_mul(factor).map(|d| (n, d))
             };
-            if scaled.is_none() {
+            let Some((n, d)) = scaled else {
                 out.push(None);
                 continue;
-            }
+            };
             let (q, rem) = (n.wrapping_div(d), n.wrapping_rem(d));
             let rounded = if rem.wrapping_abs().wrapping_mul(i256::from_i128(2)) >= d.wrapping_abs()
             {

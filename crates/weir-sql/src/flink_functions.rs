@@ -1,6 +1,7 @@
-//! More of Flink's built-in functions, rewritten on the AST to DataFusion expressions with
-//! Flink's argument order, result types and numbering: conditionals (`IF`, `IFNULL`),
-//! `LOCATE`, `TO_BASE64`/`FROM_BASE64`, `SHA2`, date parts (`YEAR` … `DAYOFWEEK`, `EXTRACT`
+//! Flink's built-in functions that are DataFusion expressions under other names, rewritten
+//! on the AST with Flink's argument order, result types and numbering: `REGEXP_EXTRACT`,
+//! `REGEXP_REPLACE`, `REGEXP`, `SPLIT_INDEX`, `DATE_FORMAT`, conditionals (`IF`, `IFNULL`),
+//! `LOCATE`, `TO_BASE64`/`FROM_BASE64`, `SHA2`, date parts (`YEAR` … `DAYOFWEEK`, `HOUR`, `MINUTE`, `SECOND`, `EXTRACT`
 //! as `BIGINT`, Sunday = 1), `TIMESTAMPADD`, `TIMESTAMPDIFF`, `FLOOR`/`CEIL(t TO unit)`,
 //! `TO_DATE`, `TO_TIMESTAMP`, `UNIX_TIMESTAMP` and `FROM_UNIXTIME` (Java date patterns).
 
@@ -9,17 +10,25 @@ use sqlparser::ast::{CeilFloorKind, DateTimeField, Expr};
 /// Names this module rewrites, for `SHOW FUNCTIONS`.
 pub const NAMES: &[&str] = &[
     "concat",
+    "date_format",
     "dayofmonth",
     "dayofweek",
     "dayofyear",
     "from_base64",
     "from_unixtime",
+    "hour",
     "if",
     "ifnull",
     "locate",
+    "minute",
     "month",
     "quarter",
+    "regexp",
+    "regexp_extract",
+    "regexp_replace",
+    "second",
     "sha2",
+    "split_index",
     "timestampadd",
     "timestampdiff",
     "to_base64",
@@ -60,6 +69,34 @@ fn epoch_ms(t: &str) -> String {
 pub fn rewrite_call(name: &str, args: &[Expr], a: &[String]) -> Option<String> {
     let strftime = |i: usize| literal(args.get(i)?).map(crate::functions::java_to_strftime);
     Some(match (name, a.len()) {
+        // Group `n` of the first match (0, the default: the whole match). The pattern is
+        // wrapped in a group so that the whole match is group 1 of DataFusion's
+        // `regexp_match`.
+        ("REGEXP_EXTRACT", 2 | 3) => format!(
+            "array_element(regexp_match({}, concat('(', {}, ')')), {} + 1)",
+            a[0],
+            a[1],
+            a.get(2).map_or("0", String::as_str)
+        ),
+        // Every match is replaced, and the replacement is literal text (`$1` is not a
+        // group reference in Flink).
+        ("REGEXP_REPLACE", 3) => format!(
+            "regexp_replace({}, {}, replace({}, '$', '$$'), 'g')",
+            a[0], a[1], a[2]
+        ),
+        // A match anywhere in the string (Java's `find`).
+        ("REGEXP", 2) => format!("regexp_like({}, {})", a[0], a[1]),
+        // Part `n` (from 0) split at a literal separator: NULL when out of range or when
+        // the string is empty; an empty part is ''.
+        ("SPLIT_INDEX", 3) => format!(
+            "CASE WHEN {s} = '' THEN NULL \
+             WHEN {i} >= 0 AND {i} < array_length(string_to_array({s}, {d})) \
+             THEN split_part({s}, {d}, CAST({i} AS BIGINT) + 1) END",
+            s = a[0],
+            d = a[1],
+            i = a[2]
+        ),
+        ("DATE_FORMAT", 2) => format!("to_char({}, '{}')", a[0], strftime(1)?),
         ("IF", 3) => format!("CASE WHEN {} THEN {} ELSE {} END", a[0], a[1], a[2]),
         ("IFNULL", 2) => format!("coalesce({}, {})", a[0], a[1]),
         // Position of the first occurrence (from 1, 0 when absent), searching from `pos`.
@@ -84,7 +121,11 @@ pub fn rewrite_call(name: &str, args: &[Expr], a: &[String]) -> Option<String> {
             }
             format!("encode(digest({}, 'sha{bits}'), 'hex')", a[0])
         }
-        ("YEAR" | "QUARTER" | "MONTH" | "WEEK" | "DAYOFYEAR" | "DAYOFMONTH", 1) => {
+        (
+            "YEAR" | "QUARTER" | "MONTH" | "WEEK" | "DAYOFYEAR" | "DAYOFMONTH" | "HOUR" | "MINUTE"
+            | "SECOND",
+            1,
+        ) => {
             let part = match name {
                 "DAYOFYEAR" => "doy",
                 "DAYOFMONTH" => "day",

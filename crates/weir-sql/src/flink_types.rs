@@ -14,7 +14,7 @@
 //!
 //! Literals and names are fixed on the AST before planning ([`int_literals`],
 //! [`distinct_cast_names`]); result types on the logical plan DataFusion's SQL planner
-//! gives ([`aggregate_types`]), before it is optimized.
+//! gives ([`result_types`]), before it is optimized.
 
 use std::ops::{ControlFlow, Range};
 use std::sync::Arc;
@@ -243,7 +243,7 @@ fn flink_aggregate_type(function: &str, arg: &DataType) -> Option<(Option<DataTy
 /// Gives a planned query Flink's result types (see the module docs): decimal divisions and
 /// casts to strings become Flink's functions; `SUM`/`AVG` compute as DataFusion's, a
 /// projection above the aggregation casts their results.
-pub fn aggregate_types(plan: LogicalPlan) -> Result<LogicalPlan> {
+pub fn result_types(plan: LogicalPlan) -> Result<LogicalPlan> {
     plan.transform_up(|node| {
         let node = flink_expressions(node)?.recompute_schema()?;
         match node {

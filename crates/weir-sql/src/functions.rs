@@ -1,12 +1,10 @@
 //! Flink built-in functions that DataFusion spells differently, rewritten on the AST
 //! before planning: `MOD(a, b)` → `a % b`, `CHAR_LENGTH(s)` → `CHARACTER_LENGTH(s)`,
-//! `TO_TIMESTAMP_LTZ(n, 0|3|6|9)` → `to_timestamp_{seconds|millis|micros|nanos}(n)`,
-//! `REGEXP_EXTRACT(s, p, i)` → `array_element(regexp_match(s, p), i)`,
-//! `SPLIT_INDEX(s, d, i)` (0-based) → `nullif(split_part(s, d, i + 1), '')`,
-//! `HOUR(t)`/`MINUTE(t)`/`SECOND(t)` → `CAST(date_part(…) AS BIGINT)`,
-//! `DATE_FORMAT(t, 'yyyy-MM-dd HH:mm')` → `to_char(t, '%Y-%m-%d %H:%M')`; legacy group
-//! windows `TUMBLE(ts, size)`/`SESSION(ts, gap)` and their `*_START`/`*_END`/`*_ROWTIME`
-//! (see [`crate::group_windows`]).
+//! `TO_TIMESTAMP_LTZ(n, 0|3|6|9)` → `to_timestamp_{seconds|millis|micros|nanos}(n)`; legacy
+//! group windows `TUMBLE(ts, size)`/`SESSION(ts, gap)` and their `*_START`/`*_END`/
+//! `*_ROWTIME` (see [`crate::group_windows`]); the functions that are DataFusion
+//! expressions written out as text (`REGEXP_EXTRACT`, `DATE_FORMAT`, `TIMESTAMPADD`, …) in
+//! [`crate::flink_functions`].
 
 use sqlparser::ast::VisitMut;
 use sqlparser::ast::{
@@ -56,18 +54,7 @@ pub(crate) fn java_to_strftime(pattern: &str) -> String {
 
 /// Flink functions Weir rewrites for DataFusion (besides DataFusion's own), for
 /// `SHOW FUNCTIONS`.
-pub const FLINK_FUNCTIONS: &[&str] = &[
-    "char_length",
-    "date_format",
-    "hour",
-    "minute",
-    "mod",
-    "proctime",
-    "regexp_extract",
-    "second",
-    "split_index",
-    "to_timestamp_ltz",
-];
+pub const FLINK_FUNCTIONS: &[&str] = &["char_length", "mod", "proctime", "to_timestamp_ltz"];
 
 /// Rewrites Flink function names and forms inside any AST node.
 pub fn rewrite<V: VisitMut>(node: &mut V) {
@@ -151,61 +138,8 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                         *expr = new;
                     }
                 }
-                "REGEXP_EXTRACT" | "REGEXP_REPLACE" | "REGEXP" | "SPLIT_INDEX" | "HOUR"
-                | "MINUTE" | "SECOND" | "DATE_FORMAT" => {
-                    let Some(args) = plain_args(&f.args) else {
-                        return ControlFlow::Continue(());
-                    };
-                    let a: Vec<String> = args.iter().map(|e| format!("({e})")).collect();
-                    let text = match (name.as_str(), a.len()) {
-                        // Group `n` of the first match (0, the default: the whole match).
-                        // The pattern is wrapped in a group so that the whole match is
-                        // group 1 of DataFusion's `regexp_match`.
-                        ("REGEXP_EXTRACT", 2 | 3) => Some(format!(
-                            "array_element(regexp_match({}, concat('(', {}, ')')), {} + 1)",
-                            a[0],
-                            a[1],
-                            a.get(2).map_or("0", String::as_str)
-                        )),
-                        // Every match is replaced, and the replacement is literal text (`$1`
-                        // is not a group reference in Flink).
-                        ("REGEXP_REPLACE", 3) => Some(format!(
-                            "regexp_replace({}, {}, replace({}, '$', '$$'), 'g')",
-                            a[0], a[1], a[2]
-                        )),
-                        // A match anywhere in the string (Java's `find`).
-                        ("REGEXP", 2) => Some(format!("regexp_like({}, {})", a[0], a[1])),
-                        // Part `n` (from 0) split at a literal separator: NULL when out of
-                        // range or when the string is empty; an empty part is ''.
-                        ("SPLIT_INDEX", 3) => Some(format!(
-                            "CASE WHEN {s} = '' THEN NULL \
-                             WHEN {i} >= 0 AND {i} < array_length(string_to_array({s}, {d})) \
-                             THEN split_part({s}, {d}, CAST({i} AS BIGINT) + 1) END",
-                            s = a[0],
-                            d = a[1],
-                            i = a[2]
-                        )),
-                        ("HOUR" | "MINUTE" | "SECOND", 1) => Some(format!(
-                            "CAST(date_part('{}', {}) AS BIGINT)",
-                            name.to_lowercase(),
-                            a[0]
-                        )),
-                        ("DATE_FORMAT", 2) => match &args[1] {
-                            Expr::Value(v) => match &v.value {
-                                sqlparser::ast::Value::SingleQuotedString(p) => {
-                                    Some(format!("to_char({}, '{}')", a[0], java_to_strftime(p)))
-                                }
-                                _ => None,
-                            },
-                            _ => None,
-                        },
-                        _ => None,
-                    };
-                    if let Some(new) = text.as_deref().and_then(parse_expr) {
-                        *expr = new;
-                    }
-                }
                 "CHAR_LENGTH" => f.name = ObjectName::from(vec![Ident::new("character_length")]),
+                // Functions rewritten to DataFusion text (`crate::flink_functions`).
                 _ => {
                     let Some(args) = plain_args(&f.args) else {
                         return ControlFlow::Continue(());

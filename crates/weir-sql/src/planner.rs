@@ -314,7 +314,7 @@ impl Planner {
             .statement_to_plan(stmt)
             .await
             .map_err(plan_error)?;
-        crate::flink_types::aggregate_types(plan).map_err(plan_error)
+        crate::flink_types::result_types(plan).map_err(plan_error)
     }
 
     async fn logical_of_text(&self, sql: &str) -> Result<LogicalPlan> {

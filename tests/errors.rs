@@ -429,3 +429,40 @@ fn missing_script_shows_the_os_cause() {
         "{err}"
     );
 }
+
+#[test]
+fn flink_function_syntax_errors_name_line_and_column() {
+    let batch = "SET 'execution.runtime-mode' = 'batch';\n";
+    fails_with(
+        &format!("{batch}SELECT\n  JSON_VALUE('{{}}', '$.a' RETURNING BIGINT) AS a;"),
+        &[
+            "line 3, column 36",
+            "Unsupported type 'BIGINT' for RETURNING",
+        ],
+    );
+    fails_with(
+        &format!("{batch}SELECT MAP['a'] AS m;"),
+        &["line 2, column 12", "MAP[…] takes keys and values in pairs"],
+    );
+    fails_with(
+        &format!("{batch}SELECT JSON_OBJECT('a' 1) AS o;"),
+        &["line 2, column 24", "VALUE after the JSON_OBJECT key"],
+    );
+}
+
+#[test]
+fn flink_function_runtime_errors_name_the_function() {
+    let batch = "SET 'execution.runtime-mode' = 'batch';\n";
+    fails_with(
+        &format!("{batch}SELECT ELEMENT(ARRAY[1, 2]) AS e;"),
+        &["ELEMENT: the array has more than one element"],
+    );
+    fails_with(
+        &format!("{batch}SELECT JSON_VALUE('{{\"a\": \"2\"}}', '$.a' RETURNING INT) AS a;"),
+        &["JSON_VALUE", "JSON string \"2\""],
+    );
+    fails_with(
+        &format!("{batch}SELECT ENCODE('x', 'EBCDIC') AS e;"),
+        &["unsupported charset 'EBCDIC'", "UTF-8"],
+    );
+}

@@ -103,7 +103,22 @@ fn split_columns(text: &str) -> Vec<&str> {
 /// `name TYPE [NOT NULL]` → `name TYPE` (nullability is not compared: DataFusion infers
 /// it differently and it changes no row).
 fn base_type(column: &str) -> String {
-    column.trim().trim_end_matches(" NOT NULL").to_string()
+    // Nullability is not compared, and Weir has one text type and one binary type:
+    // Flink's CHAR(n)/VARCHAR(n) (the types of literals) compare as STRING, BINARY(n)/
+    // VARBINARY(n) as BYTES.
+    let mut out = column.trim().replace(" NOT NULL", "");
+    for (sized, plain) in [
+        ("VARCHAR(", "STRING"),
+        ("CHAR(", "STRING"),
+        ("VARBINARY(", "BYTES"),
+        ("BINARY(", "BYTES"),
+    ] {
+        while let Some(at) = out.find(sized) {
+            let end = out[at..].find(')').map_or(out.len(), |e| at + e + 1);
+            out.replace_range(at..end, plain);
+        }
+    }
+    out
 }
 
 /// A column's type as Flink prints it.
@@ -145,6 +160,21 @@ fn canonical(array: &ArrayRef, row: usize) -> String {
                 .value(row) as f64,
         ),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => escape(&fmt(array)),
+        // `{k1=v1, k2=v2}`, entries sorted.
+        DataType::Map(..) => {
+            let entries = array.as_map().value(row);
+            let mut items: Vec<String> = (0..entries.len())
+                .map(|i| {
+                    format!(
+                        "{}={}",
+                        canonical(entries.column(0), i),
+                        canonical(entries.column(1), i)
+                    )
+                })
+                .collect();
+            items.sort();
+            format!("{{{}}}", items.join(", "))
+        }
         DataType::Timestamp(unit, _) => {
             let text = fmt(array).replace('T', " ");
             let text = text

@@ -37,6 +37,9 @@ impl Dialect for FlinkDialect {
     /// `TABLE (SELECT …)` as a subquery. `TABLE t PARTITION BY k` (or `PARTITION BY (k1,
     /// k2)`, the SESSION TVF's form) becomes the tuple `(table, k1, k2)`.
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        if let Some(special) = crate::dialect_functions::parse_prefix(parser) {
+            return Some(special);
+        }
         let is_table =
             matches!(&parser.peek_token().token, Token::Word(w) if w.keyword == Keyword::TABLE);
         if !is_table {
@@ -75,5 +78,15 @@ impl Dialect for FlinkDialect {
             tuple.extend(keys.into_iter().map(Expr::Identifier));
             Ok(Expr::Tuple(tuple))
         }))
+    }
+
+    /// `x IS [NOT] JSON [VALUE | SCALAR | ARRAY | OBJECT]`.
+    fn parse_infix(
+        &self,
+        parser: &mut Parser,
+        expr: &Expr,
+        _precedence: u8,
+    ) -> Option<Result<Expr, ParserError>> {
+        crate::dialect_functions::parse_is_json(parser, expr)
     }
 }

@@ -73,6 +73,11 @@ fn java_double(v: f64, shortest_exp: String) -> String {
     format!("{mantissa}E{exponent}")
 }
 
+/// Java's `Double.toString(v)`.
+pub(crate) fn java_double_text(v: f64) -> String {
+    java_double(v, format!("{v:e}"))
+}
+
 fn timestamp_text(t: &chrono::NaiveDateTime, digits: usize) -> String {
     let base = t.format("%Y-%m-%d %H:%M:%S").to_string();
     if digits == 0 {

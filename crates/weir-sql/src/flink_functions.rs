@@ -9,18 +9,23 @@ use sqlparser::ast::{CeilFloorKind, DateTimeField, Expr};
 
 /// Names this module rewrites, for `SHOW FUNCTIONS`.
 pub const NAMES: &[&str] = &[
+    "cardinality",
     "concat",
     "date_format",
     "dayofmonth",
     "dayofweek",
     "dayofyear",
+    "decode",
+    "encode",
     "from_base64",
     "from_unixtime",
     "hour",
     "if",
     "ifnull",
+    "listagg",
     "locate",
     "minute",
+    "overlay",
     "month",
     "quarter",
     "regexp",
@@ -207,6 +212,13 @@ pub fn rewrite_call(name: &str, args: &[Expr], a: &[String]) -> Option<String> {
         ("UNIX_TIMESTAMP", 2) => {
             format!("CAST(to_unixtime({}, '{}') AS BIGINT)", a[0], strftime(1)?)
         }
+        // Flink's charset forms (DataFusion's `encode`/`decode` are base64/hex).
+        ("ENCODE", 2) => format!("flink_encode({}, {})", a[0], a[1]),
+        ("DECODE", 2) => format!("flink_decode({}, {})", a[0], a[1]),
+        // Flink's CARDINALITY is an INT.
+        ("CARDINALITY", 1) => format!("CAST(cardinality({}) AS INT)", a[0]),
+        ("LISTAGG", 1) => format!("CAST(string_agg({}, ',') AS STRING)", a[0]),
+        ("LISTAGG", 2) => format!("CAST(string_agg({}, {}) AS STRING)", a[0], a[1]),
         ("FROM_UNIXTIME", 1) => format!(
             "to_char(to_timestamp_seconds({}), '%Y-%m-%d %H:%M:%S')",
             a[0]
@@ -253,6 +265,28 @@ pub fn rewrite_special(e: &Expr) -> Option<String> {
             Some(format!(
                 "CAST('{}' AS TIMESTAMP({digits}))",
                 v.replace('\'', "''")
+            ))
+        }
+        // Flink leaves the text as it is when the position is outside it, and drops the
+        // rest of the text when the length is 0.
+        Expr::Overlay {
+            expr,
+            overlay_what,
+            overlay_from,
+            overlay_for,
+        } => {
+            let (s, r, p) = (
+                format!("({expr})"),
+                format!("({overlay_what})"),
+                format!("({overlay_from})"),
+            );
+            let l = overlay_for
+                .as_ref()
+                .map_or(format!("char_length({r})"), |l| format!("({l})"));
+            Some(format!(
+                "CASE WHEN {p} < 1 OR {p} > char_length({s}) THEN {s} \
+                 WHEN {l} = 0 THEN substr({s}, 1, {p} - 1) || {r} \
+                 ELSE overlay({s} PLACING {r} FROM {p} FOR {l}) END"
             ))
         }
         Expr::Extract { field, expr, .. } => {

@@ -106,6 +106,17 @@ impl VisitorMut for IntLiterals {
                 if let Some(WindowType::WindowSpec(spec)) = &mut f.over {
                     unmark_frame(spec);
                 }
+                // The digits of ROUND/TRUNCATE stay a literal: the result type depends
+                // on their value.
+                let name = f.name.to_string().to_ascii_uppercase();
+                if (name == "ROUND" || name == "TRUNCATE")
+                    && let sqlparser::ast::FunctionArguments::List(list) = &mut f.args
+                    && let Some(sqlparser::ast::FunctionArg::Unnamed(
+                        sqlparser::ast::FunctionArgExpr::Expr(digits),
+                    )) = list.args.get_mut(1)
+                {
+                    unmark(digits);
+                }
             }
             _ => {}
         }

@@ -74,6 +74,25 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
             };
             return ControlFlow::Continue(());
         }
+        // Flink's niladic LOCALTIMESTAMP / LOCALTIME (the session time zone is UTC).
+        let niladic = match &*expr {
+            Expr::Identifier(i) if i.quote_style.is_none() => Some(i.value.to_ascii_uppercase()),
+            Expr::Function(f) if matches!(f.args, FunctionArguments::None) => {
+                Some(f.name.to_string().to_ascii_uppercase())
+            }
+            _ => None,
+        };
+        if let Some(name) = niladic {
+            let text = match name.as_str() {
+                "LOCALTIMESTAMP" => "CAST(now() AS TIMESTAMP(3))",
+                "LOCALTIME" => "CAST(now() AS TIME)",
+                _ => return ControlFlow::Continue(()),
+            };
+            if let Some(new) = parse_expr(text) {
+                *expr = new;
+            }
+            return ControlFlow::Continue(());
+        }
         if let Some(new) = crate::flink_functions::rewrite_special(expr)
             .as_deref()
             .and_then(parse_expr)

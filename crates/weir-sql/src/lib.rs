@@ -7,9 +7,12 @@
 
 pub mod catalog;
 pub mod dialect;
+mod dialect_functions;
 pub mod flink_cast;
 pub mod flink_decimal;
 pub mod flink_functions;
+pub mod flink_json;
+pub mod flink_scalars;
 pub mod flink_types;
 pub mod functions;
 pub mod group_windows;

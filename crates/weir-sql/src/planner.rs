@@ -202,6 +202,12 @@ impl Planner {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
         ctx.register_udf(crate::group_windows::ProcTime::udf());
+        for f in crate::flink_json::udfs()
+            .into_iter()
+            .chain(crate::flink_scalars::udfs())
+        {
+            ctx.register_udf(f);
+        }
         for f in crate::flink_types::BigintRanking::all() {
             ctx.register_udwf(f);
         }

@@ -241,6 +241,14 @@ pub fn sql_name(dt: &DataType) -> String {
                 .join(", ")
         ),
         DataType::List(f) => format!("ARRAY<{}>", sql_name(f.data_type())),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "MAP<{}, {}>",
+                sql_name(kv[0].data_type()),
+                sql_name(kv[1].data_type())
+            ),
+            other => other.to_string(),
+        },
         other => other.to_string(),
     }
 }

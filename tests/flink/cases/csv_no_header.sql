@@ -16,3 +16,5 @@ SELECT * FROM people;
 SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, SUM(age) AS ages FROM people WHERE age >= 0;
 
 SELECT id, name, city FROM people WHERE id = 1;
+
+SELECT id, TYPEOF(id) AS t_id, TYPEOF(name) AS t_name, TYPEOF(id + 1) AS t_sum FROM people WHERE age = 27;

@@ -466,3 +466,43 @@ fn flink_function_runtime_errors_name_the_function() {
         &["unsupported charset 'EBCDIC'", "UTF-8"],
     );
 }
+
+#[test]
+fn flink_statements_weir_refuses_say_why() {
+    fails_with(
+        "SET 'parallelism.default' = '1';\n  LOAD MODULE hive;",
+        &["line 2, column 3", "LOAD/UNLOAD MODULE", "no module system"],
+    );
+    fails_with(
+        "ADD JAR '/tmp/udf.jar';",
+        &["line 1, column 1", "cannot load JARs"],
+    );
+    fails_with(
+        "CREATE FUNCTION f AS 'com.example.Nope';",
+        &["no function named 'Nope'", "Engine::register_udf"],
+    );
+    fails_with(
+        "CREATE FUNCTION f AS 'f' LANGUAGE PYTHON;",
+        &["line 1, column 35", "cannot run Python functions"],
+    );
+}
+
+#[test]
+fn unsupported_flink_syntax_is_named() {
+    fails_with(
+        "SELECT *\nFROM t MATCH_RECOGNIZE (PARTITION BY a);",
+        &["line 2, column 8", "MATCH_RECOGNIZE is not supported yet"],
+    );
+    fails_with(
+        "SELECT *\nFROM o JOIN r FOR SYSTEM_TIME AS OF o.t ON o.k = r.k;",
+        &["line 2, column 15", "FOR SYSTEM_TIME AS OF"],
+    );
+    fails_with(
+        "SELECT 1;\nALTER TABLE t RENAME TO u;",
+        &["line 2, column 1", "ALTER TABLE is not supported yet"],
+    );
+    fails_with(
+        "CREATE CATALOG c WITH ('type' = 'generic_in_memory');",
+        &["line 1, column 1", "CREATE CATALOG is not supported yet"],
+    );
+}

@@ -53,3 +53,74 @@ async fn arrow_batches_in_sql_results_out_and_a_job_handle() {
     let values = crate::common::committed_numbers(&out);
     assert_eq!(values, (0..1000).map(|v| v * 2).collect::<Vec<_>>());
 }
+
+/// A function the program registers is bound to Flink's `CREATE FUNCTION name AS
+/// 'class'` by the class name's last segment (snake case), and `DROP FUNCTION` unbinds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_function_binds_a_registered_udf_by_class_name() {
+    use weir::datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    let mut engine = weir::Engine::default();
+    engine.register_udf(create_udf(
+        "times_ten",
+        vec![DataType::Int64],
+        DataType::Int64,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let a = args[0].clone().into_array(1)?;
+            let out: Int64Array = a
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|v| v.map(|v| v * 10))
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    ));
+    let run = async |engine: &mut weir::Engine, sql: &str| {
+        for stmt in engine.parse(sql)? {
+            engine.execute(&stmt).await?;
+        }
+        Ok::<_, weir::common::Error>(())
+    };
+    run(
+        &mut engine,
+        "CREATE TEMPORARY SYSTEM FUNCTION tenfold AS 'com.example.udf.TimesTen' LANGUAGE JAVA",
+    )
+    .await
+    .unwrap();
+    let rows = engine
+        .query("SELECT tenfold(CAST(4 AS BIGINT)) AS t")
+        .await
+        .unwrap();
+    assert_eq!(rows[0].column(0).as_primitive::<Int64Type>().value(0), 40);
+
+    let again = run(
+        &mut engine,
+        "CREATE FUNCTION tenfold AS 'com.example.udf.TimesTen'",
+    )
+    .await;
+    assert!(again.unwrap_err().to_string().contains("already exists"));
+    run(
+        &mut engine,
+        "CREATE FUNCTION IF NOT EXISTS tenfold AS 'x.TimesTen'",
+    )
+    .await
+    .unwrap();
+
+    let unknown = run(&mut engine, "CREATE FUNCTION f AS 'com.example.Missing'").await;
+    let message = unknown.unwrap_err().to_string();
+    assert!(
+        message.contains("'Missing'") && message.contains("times_ten"),
+        "{message}"
+    );
+
+    run(&mut engine, "DROP TEMPORARY SYSTEM FUNCTION tenfold")
+        .await
+        .unwrap();
+    assert!(engine.query("SELECT tenfold(1) AS t").await.is_err());
+    // The program's own function stays.
+    assert!(engine.query("SELECT times_ten(1) AS t").await.is_ok());
+    assert!(run(&mut engine, "DROP FUNCTION tenfold").await.is_err());
+    run(&mut engine, "DROP FUNCTION IF EXISTS tenfold")
+        .await
+        .unwrap();
+}

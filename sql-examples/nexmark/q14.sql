@@ -1,4 +1,5 @@
 -- Nexmark q14: bids filtered and classified by hour, with a scalar UDF (count_char).
+CREATE FUNCTION count_char AS 'com.github.nexmark.flink.udf.CountChar';
 CREATE TABLE nexmark_q14 (
     auction BIGINT,
     bidder BIGINT,

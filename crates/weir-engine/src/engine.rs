@@ -55,6 +55,10 @@ fn fingerprint(plans: &[StreamPlan]) -> u64 {
 pub struct Engine {
     planner: Planner,
     config: Config,
+    /// `CREATE FUNCTION` names → the registered function each is bound to.
+    pub(crate) bound: std::collections::BTreeMap<String, String>,
+    /// Names of the functions the program registered ([`Engine::register_udf`]).
+    pub(crate) registered: std::collections::BTreeSet<String>,
 }
 
 impl Default for Engine {
@@ -69,7 +73,12 @@ impl Engine {
         let mut planner = Planner::new();
         planner.set_batch_scan(std::sync::Arc::new(crate::batch::ConnectorBatchScan));
         planner.session().register_udf(crate::udfs::count_char());
-        Self { planner, config }
+        Self {
+            planner,
+            config,
+            bound: Default::default(),
+            registered: Default::default(),
+        }
     }
 
     /// Runs a batch query (see [`crate::batch`]).
@@ -96,7 +105,8 @@ impl Engine {
     }
 
     /// Registers a scalar function for SQL (e.g. a UDF).
-    pub fn register_udf(&self, udf: datafusion::logical_expr::ScalarUDF) {
+    pub fn register_udf(&mut self, udf: datafusion::logical_expr::ScalarUDF) {
+        self.registered.insert(udf.name().to_string());
         self.planner.session().register_udf(udf);
     }
 
@@ -187,6 +197,12 @@ impl Engine {
                 self.planner.drop_view(name, *if_exists)?;
                 Ok(Outcome::Done(format!("view '{name}' dropped")))
             }
+            WeirStatement::CreateFunction {
+                name,
+                identifier,
+                if_not_exists,
+            } => self.create_function(name, identifier, *if_not_exists),
+            WeirStatement::DropFunction { name, if_exists } => self.drop_function(name, *if_exists),
             WeirStatement::Set { key, value } => {
                 self.config.set(key, value)?;
                 let shown = weir_common::redact::display_value(key, value);

@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod compile;
 pub mod engine;
+mod function_ddl;
 pub mod operators;
 pub mod udfs;
 

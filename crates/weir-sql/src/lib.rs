@@ -6,6 +6,7 @@
 //! plain data (table definitions, DataFusion physical expressions, node kinds).
 
 pub mod catalog;
+pub mod ddl;
 pub mod dialect;
 mod dialect_functions;
 pub mod flink_cast;

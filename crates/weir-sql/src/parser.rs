@@ -169,6 +169,17 @@ pub enum WeirStatement {
         name: String,
         if_exists: bool,
     },
+    /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION name AS 'identifier'`: binds `name` to a
+    /// registered function (see the engine).
+    CreateFunction {
+        name: String,
+        identifier: String,
+        if_not_exists: bool,
+    },
+    DropFunction {
+        name: String,
+        if_exists: bool,
+    },
     Insert {
         table: String,
         /// `INSERT INTO t (a, b) …`: the columns written, in the query's order; empty:
@@ -255,9 +266,14 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located>> {
         });
         let next = p.peek_token();
         if !p.consume_token(&Token::SemiColon) && next.token != Token::EOF {
-            return Err(p
-                .expected::<()>("';' after the statement", next)
-                .unwrap_err()
+            // The statement stopped early: at a Flink feature Weir does not run yet?
+            let text = statement_text(sql, location.line, location.column);
+            let feature = crate::ddl::feature_error(&text, start.span.start);
+            return Err(feature
+                .unwrap_or_else(|| {
+                    p.expected::<()>("';' after the statement", next)
+                        .unwrap_err()
+                })
                 .into());
         }
     }
@@ -265,6 +281,16 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located>> {
 }
 
 fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserError> {
+    if let Some(refused) = crate::ddl::refused(p) {
+        return Err(refused);
+    }
+    if let Some(statement) = crate::ddl::parse(p) {
+        return statement;
+    }
+    // Flink's `EXECUTE INSERT …` is an INSERT.
+    if word_is(&p.peek_token().token, "EXECUTE") && word_is(&p.peek_nth_token(1).token, "INSERT") {
+        p.next_token();
+    }
     let tok = p.peek_token().token;
     if word_is(&tok, "CREATE") {
         let is_table = word_is(&p.peek_nth_token(1).token, "TABLE")
@@ -416,7 +442,12 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
         return Ok(WeirStatement::Explain(Box::new(parse_statement(p, sql)?)));
     }
     let start = p.peek_token().span.start;
-    let stmt = p.parse_statement()?;
+    let feature_error =
+        || crate::ddl::feature_error(&statement_text(sql, start.line, start.column), start);
+    let stmt = match p.parse_statement() {
+        Ok(stmt) => stmt,
+        Err(e) => return Err(feature_error().unwrap_or(e)),
+    };
     Ok(match stmt {
         Statement::Query(q) if matches!(q.body.as_ref(), sqlparser::ast::SetExpr::Insert(_)) => {
             return Err(ParserError::ParserError(format!(
@@ -495,6 +526,7 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                 }
             }
         }
+        _ if feature_error().is_some() => return Err(feature_error().expect("checked")),
         other => {
             let kind = other
                 .to_string()

@@ -18,8 +18,11 @@
 //!
 //! This crate only re-exports the layers: [`sql`] (parsing and planning), [`runtime`]
 //! (operators, jobs, checkpoints), [`connectors`] (sources, sinks, the two-phase-commit
-//! framework) and [`engine`].
+//! framework) and [`engine`], and the versions of [`arrow`] and [`datafusion`] Weir is
+//! built with (to write functions for [`Engine::register_udf`]).
 
+pub use arrow;
+pub use datafusion;
 pub use weir_common as common;
 pub use weir_common::{Config, Error, Result};
 pub use weir_connectors as connectors;

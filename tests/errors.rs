@@ -506,3 +506,54 @@ fn unsupported_flink_syntax_is_named() {
         &["line 1, column 1", "CREATE CATALOG is not supported yet"],
     );
 }
+
+#[test]
+fn json_missing_fields_fail_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("in.json");
+    std::fs::write(&data, "{\"id\": 1, \"v\": 2}\n{\"id\": 2}\n").unwrap();
+    fails_with(
+        &format!(
+            "CREATE TABLE m (id INT, v INT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'json', 'json.fail-on-missing-field' = 'true');\nSELECT * FROM m;",
+            data.display()
+        ),
+        &["in.json", "line 2: field 'v' is missing"],
+    );
+}
+
+#[test]
+fn ignored_parse_errors_are_counted_and_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("in.csv");
+    let out_dir = tmp.path().join("out");
+    std::fs::write(&data, "1,10\nx,20\n3,30,4\n4,40\n").unwrap();
+    let s = write_script(
+        tmp.path(),
+        "lenient.sql",
+        &format!(
+            "CREATE TABLE b (id INT, v INT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'csv', 'csv.ignore-parse-errors' = 'true');\n\
+             CREATE TABLE o (id INT, v INT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'csv');\nINSERT INTO o SELECT * FROM b;",
+            data.display(),
+            out_dir.display()
+        ),
+    );
+    let out = run(&[s.to_str().unwrap(), "-p", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let mut rows = committed_lines(&out_dir);
+    rows.sort();
+    assert_eq!(rows, [",20", "1,10", "4,40"]);
+    for needle in [
+        "in.csv",
+        "skipped 2",
+        "first: line 2, column 'id': cannot parse 'x' as INT",
+    ] {
+        assert!(
+            stderr.contains(needle),
+            "stderr lacks '{needle}':\n{stderr}"
+        );
+    }
+}

@@ -453,13 +453,13 @@ fn known_differences() -> BTreeSet<String> {
 
 #[test]
 fn weir_gives_flinks_results() {
-    let mut cases: Vec<String> = std::fs::read_dir(root().join("expected"))
+    let mut cases: Vec<String> = std::fs::read_dir(root().join("cases"))
         .unwrap()
         .flatten()
         .filter_map(|e| {
             e.file_name()
                 .to_str()?
-                .strip_suffix(".out")
+                .strip_suffix(".sql")
                 .map(str::to_string)
         })
         .collect();
@@ -503,4 +503,37 @@ fn weir_gives_flinks_results() {
         unexpected.join("\n"),
         fixed.join("\n")
     );
+}
+
+/// The files Weir's filesystem sink writes in json and csv, with their options, are the
+/// files Flink writes (`tests/flink/sinks.py` wrote `expected/sinks.out` with Flink for
+/// the same statements, `tests/flink/sinks/values.sql`).
+#[test]
+fn sink_files_are_flinks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let sql = std::fs::read_to_string(root().join("sinks/values.sql"))
+        .unwrap()
+        .replace("${OUT}", out.to_str().unwrap());
+    let script = crate::common::write_script(
+        tmp.path(),
+        "sinks.sql",
+        &format!("SET 'execution.runtime-mode' = 'batch';\n{sql}"),
+    );
+    crate::common::run_ok(&[script.to_str().unwrap()]);
+    let mut got = Vec::new();
+    let mut folders: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
+    folders.sort_by_key(|e| e.file_name());
+    for folder in folders {
+        got.push(format!("== {}", folder.file_name().to_string_lossy()));
+        let mut rows: Vec<String> = crate::common::committed_lines(&folder.path());
+        rows.sort();
+        got.extend(rows);
+    }
+    let expected: Vec<String> = std::fs::read_to_string(root().join("expected/sinks.out"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, expected);
 }

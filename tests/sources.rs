@@ -288,7 +288,7 @@ GROUP BY window_start, window_end;
     let expected: Vec<String> = (0..5)
         .map(|i| {
             format!(
-                "{{\"window_start\":\"1970-01-01T00:00:0{i}\",\"n\":100,\"lo\":{},\"hi\":{}}}",
+                "{{\"window_start\":\"1970-01-01 00:00:0{i}\",\"n\":100,\"lo\":{},\"hi\":{}}}",
                 i * 100,
                 i * 100 + 99
             )

@@ -74,8 +74,8 @@ fn expected(events: &[(i64, i64)]) -> Vec<String> {
     lines
 }
 
-/// `2023-11-14T22:13:20.123` for epoch milliseconds (UTC), as arrow's JSON writer prints
-/// a `TIMESTAMP(3)`.
+/// `2023-11-14 22:13:20.12` for epoch milliseconds (UTC), as Flink's json format writes
+/// a `TIMESTAMP(3)` (the fraction without trailing zeros).
 fn chrono_like(ms: i64) -> String {
     let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
@@ -93,9 +93,9 @@ fn chrono_like(ms: i64) -> String {
     let frac = if millis == 0 {
         String::new()
     } else {
-        format!(".{millis:03}")
+        format!(".{millis:03}").trim_end_matches('0').to_string()
     };
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}{frac}")
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}{frac}")
 }
 
 const SQL: &str = "

@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod failpoint;
 pub mod ids;
+pub mod java_text;
 pub mod options;
 pub mod redact;
 

@@ -19,6 +19,9 @@ pub struct JobMetrics {
     pub state_bytes: AtomicU64,
     /// The highest `state_bytes` seen.
     pub state_bytes_peak: AtomicU64,
+    /// Records (or fields) sources skipped as unreadable (`*.ignore-parse-errors`);
+    /// Flink's `numRecordsInErrors`.
+    pub records_in_errors: AtomicU64,
 }
 
 impl JobMetrics {
@@ -41,6 +44,13 @@ impl JobMetrics {
     /// The most operator state (bytes) seen at any snapshot.
     pub fn state_bytes_peak(&self) -> u64 {
         self.state_bytes_peak.load(Ordering::Relaxed)
+    }
+    /// Records (or fields) skipped as unreadable.
+    pub fn records_in_errors(&self) -> u64 {
+        self.records_in_errors.load(Ordering::Relaxed)
+    }
+    pub fn count_records_in_errors(&self, n: u64) {
+        self.records_in_errors.fetch_add(n, Ordering::Relaxed);
     }
     /// Replaces one task's share of `state_bytes` (`old` by `new`).
     pub fn report_state(&self, old: u64, new: u64) {

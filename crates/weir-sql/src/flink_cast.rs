@@ -43,41 +43,6 @@ impl Default for FlinkToString {
     }
 }
 
-/// Java's `Double.toString` of a shortest round-trip decimal: plain between 10^-3 and
-/// 10^7, otherwise `d.dddE±n`; always a digit after the point.
-fn java_double(v: f64, shortest_exp: String) -> String {
-    if v.is_nan() {
-        return "NaN".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    let a = v.abs();
-    if a == 0.0 || (1e-3..1e7).contains(&a) {
-        let mut s = if v == 0.0 && v.is_sign_negative() {
-            "-0".to_string()
-        } else {
-            format!("{v}")
-        };
-        if !s.contains('.') {
-            s.push_str(".0");
-        }
-        return s;
-    }
-    let (mantissa, exponent) = shortest_exp.split_once('e').expect("{:e} has an exponent");
-    let mantissa = if mantissa.contains('.') {
-        mantissa.to_string()
-    } else {
-        format!("{mantissa}.0")
-    };
-    format!("{mantissa}E{exponent}")
-}
-
-/// Java's `Double.toString(v)`.
-pub(crate) fn java_double_text(v: f64) -> String {
-    java_double(v, format!("{v:e}"))
-}
-
 fn timestamp_text(t: &chrono::NaiveDateTime, digits: usize) -> String {
     let base = t.format("%Y-%m-%d %H:%M:%S").to_string();
     if digits == 0 {
@@ -109,12 +74,12 @@ pub fn flink_text(array: &ArrayRef) -> Result<ArrayRef> {
         }
         DataType::Float64 => {
             for v in array.as_primitive::<Float64Type>().iter() {
-                out.append_option(v.map(|v| java_double(v, format!("{v:e}"))));
+                out.append_option(v.map(weir_common::java_text::double));
             }
         }
         DataType::Float32 => {
             for v in array.as_primitive::<Float32Type>().iter() {
-                out.append_option(v.map(|v| java_double(v as f64, format!("{v:e}"))));
+                out.append_option(v.map(|v| weir_common::java_text::double(v as f64)));
             }
         }
         DataType::Timestamp(unit, _) => {
@@ -188,27 +153,5 @@ impl ScalarUDFImpl for FlinkToString {
                 ))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn d(v: f64) -> String {
-        java_double(v, format!("{v:e}"))
-    }
-
-    #[test]
-    fn doubles_read_as_in_java() {
-        assert_eq!(d(1.0), "1.0");
-        assert_eq!(d(0.1), "0.1");
-        assert_eq!(d(1e20), "1.0E20");
-        assert_eq!(d(-1.5e-5), "-1.5E-5");
-        assert_eq!(d(1234567.0), "1234567.0");
-        assert_eq!(d(12345678.0), "1.2345678E7");
-        assert_eq!(d(0.001), "0.001");
-        assert_eq!(d(0.0), "0.0");
-        assert_eq!(d(f64::NEG_INFINITY), "-Infinity");
     }
 }

@@ -233,39 +233,13 @@ impl JsonParser<'_> {
     }
 }
 
-/// The text Java gives a JSON number Jackson read: integers as written (without a leading
-/// `+`), others as `BigDecimal.toString()` of the written value (`1.50`, `1.0E+2`).
+/// The text Java gives a JSON number Jackson read: integers as written, others as
+/// `BigDecimal.toString()` of the written value (`1.50`, `1.0E+2`).
 fn java_number_text(raw: &str) -> String {
-    let (mantissa, exponent) = match raw.find(['e', 'E']) {
-        Some(i) => (&raw[..i], raw[i + 1..].parse::<i64>().unwrap_or(0)),
-        None if !raw.contains('.') => return raw.to_string(),
-        None => (raw, 0),
-    };
-    let negative = mantissa.starts_with('-');
-    let mantissa = mantissa.trim_start_matches('-');
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = format!("{int}{frac}");
-    let digits = match digits.trim_start_matches('0') {
-        "" => "0",
-        d => d,
-    };
-    let scale = frac.len() as i64 - exponent;
-    let sign = if negative { "-" } else { "" };
-    // BigDecimal.toString: plain when scale >= 0 and the adjusted exponent >= -6.
-    let adjusted = -scale + digits.len() as i64 - 1;
-    if scale >= 0 && adjusted >= -6 {
-        let scale = scale as usize;
-        if scale == 0 {
-            return format!("{sign}{digits}");
-        }
-        let padded = format!("{digits:0>width$}", width = scale + 1);
-        let (i, f) = padded.split_at(padded.len() - scale);
-        return format!("{sign}{i}.{f}");
+    if !raw.contains(['.', 'e', 'E']) {
+        return raw.to_string();
     }
-    let (first, rest) = digits.split_at(1);
-    let point = if rest.is_empty() { "" } else { "." };
-    let exp_sign = if adjusted >= 0 { "+" } else { "" };
-    format!("{sign}{first}{point}{rest}E{exp_sign}{adjusted}")
+    weir_common::java_text::big_decimal_of_text(raw)
 }
 
 /// Compact JSON text (Jackson's: `/` and non-ASCII unescaped).
@@ -780,11 +754,11 @@ fn json_of(a: &ArrayRef, i: usize, raw: bool) -> Result<Json> {
         | ScalarValue::Decimal128(Some(_), _, _)
         | ScalarValue::Decimal256(Some(_), _, _) => Json::Number(v.to_string()),
         // Written as Jackson writes the `BigDecimal` of the double's text (`1.0E+20`).
-        ScalarValue::Float32(Some(f)) => Json::Number(java_number_text(
-            &crate::flink_cast::java_double_text(f as f64),
-        )),
+        ScalarValue::Float32(Some(f)) => {
+            Json::Number(java_number_text(&weir_common::java_text::float(f)))
+        }
         ScalarValue::Float64(Some(f)) => {
-            Json::Number(java_number_text(&crate::flink_cast::java_double_text(f)))
+            Json::Number(java_number_text(&weir_common::java_text::double(f)))
         }
         ScalarValue::Utf8(Some(s))
         | ScalarValue::LargeUtf8(Some(s))
@@ -890,21 +864,6 @@ mod tests {
         );
         for bad in ["", "{", "[1,]", "01", "{'a': 1}", "1 2", "\"a\tb\"", "nul"] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
-        }
-    }
-
-    #[test]
-    fn java_big_decimal_text() {
-        for (raw, java) in [
-            ("1.0e2", "1.0E+2"),
-            ("1e2", "1E+2"),
-            ("1.50", "1.50"),
-            ("-0.001", "-0.001"),
-            ("12e-2", "0.12"),
-            ("1.5E-10", "1.5E-10"),
-            ("100", "100"),
-        ] {
-            assert_eq!(java_number_text(raw), java, "{raw}");
         }
     }
 

@@ -1,5 +1,6 @@
 //! File formats: parsing the `format` option, encoding batches, decoding files.
 
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
@@ -7,20 +8,178 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use std::sync::LazyLock;
+use std::sync::Arc;
 use weir_common::{ConnectorOptions, Error, Result};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use super::text::{self, CsvLayout, MapNullKey, TextOptions};
+
+/// A file format with its options (Flink's keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
     Parquet,
-    Csv {
-        delimiter: u8,
-        header: bool,
-    },
-    Json,
+    Csv(CsvOptions),
+    Json(JsonOptions),
     /// Flink's `debezium-json`: `{"before":…,"after":…,"op":"c"|"d"}` per row, so a sink
     /// can take the updates of a changelog (`+I`/`+U` as `c`, `-U`/`-D` as `d`).
-    DebeziumJson,
+    DebeziumJson(JsonOptions),
+}
+
+/// The `csv.*` options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvOptions {
+    pub layout: CsvLayout,
+    /// `csv.ignore-first-line` (a Weir reading of it: the first line is a header, skipped
+    /// when read and written by the sink).
+    pub header: bool,
+    /// `csv.allow-comments`: lines starting with `#` are skipped.
+    pub allow_comments: bool,
+    /// `csv.ignore-parse-errors`: a field that does not parse is NULL, a record that does
+    /// not split into the table's fields is skipped (counted and logged).
+    pub ignore_parse_errors: bool,
+    /// How values are written; `text.null_literal` (`csv.null-literal`) is also the
+    /// field text read as NULL.
+    pub text: TextOptions,
+}
+
+/// The `json.*` options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonOptions {
+    /// `json.ignore-parse-errors`: a field that does not decode is NULL, a line that is
+    /// not a JSON object is skipped (counted and logged).
+    pub ignore_parse_errors: bool,
+    /// `json.fail-on-missing-field`: a missing field is an error (default: NULL).
+    pub fail_on_missing_field: bool,
+    pub text: TextOptions,
+}
+
+/// One character of a csv option.
+fn one_char(options: &ConnectorOptions, key: &str, default: u8) -> Result<u8> {
+    match options.get(key) {
+        None => Ok(default),
+        Some("\\t") => Ok(b'\t'),
+        Some(d) if d.len() == 1 => Ok(d.as_bytes()[0]),
+        Some(d) => Err(Error::config(format!(
+            "table '{}': '{key}' must be one character, got '{d}'",
+            options.table
+        ))),
+    }
+}
+
+impl JsonOptions {
+    /// `prefix` is `json` or `debezium-json`.
+    fn from_options(options: &ConnectorOptions, prefix: &str) -> Result<Self> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        let iso_timestamps = match options.get(&key("timestamp-format.standard")) {
+            None => false,
+            Some(v) if v.eq_ignore_ascii_case("SQL") => false,
+            Some(v) if v.eq_ignore_ascii_case("ISO-8601") => true,
+            Some(v) => {
+                return Err(Error::config(format!(
+                    "table '{}': '{}' must be 'SQL' or 'ISO-8601', got '{v}'",
+                    options.table,
+                    key("timestamp-format.standard")
+                )));
+            }
+        };
+        let map_null_key = match options
+            .get(&key("map-null-key.mode"))
+            .map(str::to_ascii_uppercase)
+            .as_deref()
+        {
+            None | Some("FAIL") => MapNullKey::Fail,
+            Some("DROP") => MapNullKey::Drop,
+            Some("LITERAL") => MapNullKey::Literal(
+                options
+                    .get(&key("map-null-key.literal"))
+                    .unwrap_or("null")
+                    .to_string(),
+            ),
+            Some(v) => {
+                return Err(Error::config(format!(
+                    "table '{}': '{}' must be FAIL, DROP or LITERAL, got '{v}'",
+                    options.table,
+                    key("map-null-key.mode")
+                )));
+            }
+        };
+        Ok(Self {
+            ignore_parse_errors: options
+                .get_bool(&key("ignore-parse-errors"))?
+                .unwrap_or(false),
+            fail_on_missing_field: options
+                .get_bool(&key("fail-on-missing-field"))?
+                .unwrap_or(false),
+            text: TextOptions {
+                iso_timestamps,
+                map_null_key,
+                ..TextOptions::default()
+            },
+        })
+    }
+}
+
+impl CsvOptions {
+    fn from_options(options: &ConnectorOptions) -> Result<Self> {
+        let quote = if options
+            .get_bool("csv.disable-quote-character")?
+            .unwrap_or(false)
+        {
+            None
+        } else {
+            Some(one_char(options, "csv.quote-character", b'"')?)
+        };
+        let escape = match options.get("csv.escape-character") {
+            None => None,
+            Some(_) => Some(one_char(options, "csv.escape-character", b'\\')?),
+        };
+        Ok(Self {
+            layout: CsvLayout {
+                delimiter: one_char(options, "csv.field-delimiter", b',')?,
+                quote,
+                escape,
+            },
+            // Flink's csv has no header line: neither read nor written.
+            header: options.get_bool("csv.ignore-first-line")?.unwrap_or(false),
+            allow_comments: options.get_bool("csv.allow-comments")?.unwrap_or(false),
+            ignore_parse_errors: options
+                .get_bool("csv.ignore-parse-errors")?
+                .unwrap_or(false),
+            text: TextOptions {
+                array_delimiter: options
+                    .get("csv.array-element-delimiter")
+                    .unwrap_or(";")
+                    .to_string(),
+                null_literal: options.get("csv.null-literal").map(str::to_string),
+                ..TextOptions::default()
+            },
+        })
+    }
+}
+
+/// Records or fields a decoder skipped (`*.ignore-parse-errors`): how many, and the
+/// place and reason of the first in the file.
+#[derive(Debug, Default)]
+pub struct Skipped {
+    pub count: u64,
+    pub first: Option<String>,
+    first_line: u64,
+}
+
+impl Skipped {
+    fn add(&mut self, line: u64, what: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.first.is_none() || line < self.first_line {
+            self.first = Some(what());
+            self.first_line = line;
+        }
+    }
+}
+
+/// A decoded file: its rows, and what was skipped.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub batches: Vec<RecordBatch>,
+    pub skipped: Skipped,
 }
 
 impl Format {
@@ -28,24 +187,12 @@ impl Format {
         let format = options.required("format")?;
         match format.to_ascii_lowercase().as_str() {
             "parquet" => Ok(Format::Parquet),
-            "json" => Ok(Format::Json),
-            "debezium-json" => Ok(Format::DebeziumJson),
-            "csv" => {
-                let delimiter = match options.get("csv.field-delimiter") {
-                    None => b',',
-                    Some(d) if d.len() == 1 => d.as_bytes()[0],
-                    Some("\\t") => b'\t',
-                    Some(d) => {
-                        return Err(Error::config(format!(
-                            "table '{}': 'csv.field-delimiter' must be one character, got '{d}'",
-                            options.table
-                        )));
-                    }
-                };
-                // Flink's csv has no header line: neither read nor written.
-                let header = options.get_bool("csv.ignore-first-line")?.unwrap_or(false);
-                Ok(Format::Csv { delimiter, header })
-            }
+            "json" => Ok(Format::Json(JsonOptions::from_options(options, "json")?)),
+            "debezium-json" => Ok(Format::DebeziumJson(JsonOptions::from_options(
+                options,
+                "debezium-json",
+            )?)),
+            "csv" => Ok(Format::Csv(CsvOptions::from_options(options)?)),
             other => Err(Error::config(format!(
                 "table '{}': unknown format '{other}'; supported formats: parquet, csv, json, debezium-json",
                 options.table
@@ -56,18 +203,18 @@ impl Format {
     pub fn extension(&self) -> &'static str {
         match self {
             Format::Parquet => "parquet",
-            Format::Csv { .. } => "csv",
-            Format::Json | Format::DebeziumJson => "json",
+            Format::Csv(_) => "csv",
+            Format::Json(_) | Format::DebeziumJson(_) => "json",
         }
     }
 
     /// Whether files of this format can hold updates (`-U`, `+U`, `-D` rows).
     pub fn takes_changelog(&self) -> bool {
-        matches!(self, Format::DebeziumJson)
+        matches!(self, Format::DebeziumJson(_))
     }
 
     /// Decodes a whole file into batches of `schema` (columns matched by name for Parquet).
-    pub fn decode(&self, name: &str, bytes: Bytes, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    pub fn decode(&self, name: &str, bytes: Bytes, schema: &SchemaRef) -> Result<Decoded> {
         let bad = |e: &dyn std::fmt::Display| Error::input(format!("cannot read '{name}': {e}"));
         match self {
             Format::Parquet => {
@@ -76,73 +223,304 @@ impl Format {
                     .with_batch_size(8192)
                     .build()
                     .map_err(|e| bad(&e))?;
-                let mut out = Vec::new();
+                let mut out = Decoded::default();
                 for batch in reader {
                     let batch = batch.map_err(|e| bad(&e))?;
-                    out.push(conform(name, &batch, schema)?);
+                    out.batches.push(conform(name, &batch, schema)?);
                 }
                 Ok(out)
             }
-            Format::Csv { delimiter, header } => {
-                // As in Flink, an empty field is an empty STRING, not NULL (and an empty
-                // number is an error): nothing is read as NULL.
-                static NEVER_NULL: LazyLock<regex::Regex> =
-                    LazyLock::new(|| regex::Regex::new(r"[^\s\S]").expect("a valid regex"));
-                let reader = arrow::csv::ReaderBuilder::new(schema.clone())
-                    .with_header(*header)
-                    .with_null_regex(NEVER_NULL.clone())
-                    .with_delimiter(*delimiter)
-                    .with_batch_size(8192)
-                    .build(std::io::Cursor::new(bytes))
-                    .map_err(|e| bad(&e))?;
-                reader.collect::<Result<Vec<_>, _>>().map_err(|e| {
-                    Error::input(format!("cannot read '{name}': {}", csv_error(&e, schema)))
-                })
-            }
-            Format::DebeziumJson => Err(Error::config(format!(
+            Format::Csv(o) => decode_csv(o, name, &bytes, schema),
+            Format::DebeziumJson(_) => Err(Error::config(format!(
                 "cannot read '{name}': format 'debezium-json' can only be written so far"
             ))),
-            Format::Json => {
-                let reader = arrow::json::ReaderBuilder::new(schema.clone())
-                    .with_batch_size(8192)
-                    .build(std::io::Cursor::new(bytes.clone()))
-                    .map_err(|e| bad(&e))?;
-                reader.collect::<Result<Vec<_>, _>>().map_err(|e| {
-                    Error::input(format!(
-                        "cannot read '{name}': {}",
-                        json_error(&bytes, schema, &e)
-                    ))
-                })
-            }
+            Format::Json(o) => decode_json(o, name, &bytes, schema),
         }
     }
 }
 
-/// Arrow's CSV error with the line counted from 1 (arrow counts from 0) and the column by
-/// name: "line 4, column 'score': cannot parse 'x' as Int32".
-fn csv_error(e: &arrow::error::ArrowError, schema: &SchemaRef) -> String {
-    let text = e.to_string();
-    static ARROW_CSV_ERROR: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(
-            r"Error while parsing value '(?s:(.*))' as type '([^']*)' for column (\d+) at line (\d+)",
-        )
-        .expect("a valid regex")
-    });
-    let Some(c) = ARROW_CSV_ERROR.captures(&text) else {
-        return text;
+/// CSV: records split by the `csv` crate (quotes, escapes, comments; each record knows
+/// its line), every field as text, then each column converted to its type as Flink
+/// reads it: an empty field is an empty STRING (never NULL) and an error for other types;
+/// the null literal is NULL; ARRAY fields split at the element delimiter.
+fn decode_csv(o: &CsvOptions, name: &str, bytes: &[u8], schema: &SchemaRef) -> Result<Decoded> {
+    use arrow::array::StringBuilder;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(o.header)
+        .delimiter(o.layout.delimiter)
+        .quote(o.layout.quote.unwrap_or(b'"'))
+        .quoting(o.layout.quote.is_some())
+        .escape(o.layout.escape)
+        .double_quote(o.layout.escape.is_none())
+        .comment(o.allow_comments.then_some(b'#'))
+        .flexible(true)
+        .from_reader(bytes);
+    let width = schema.fields().len();
+    let mut out = Decoded::default();
+    let mut columns: Vec<StringBuilder> = (0..width).map(|_| StringBuilder::new()).collect();
+    let mut lines: Vec<u64> = Vec::new();
+    let mut record = csv::StringRecord::new();
+    let flush =
+        |columns: &mut Vec<StringBuilder>, lines: &mut Vec<u64>, out: &mut Decoded| -> Result<()> {
+            if lines.is_empty() {
+                return Ok(());
+            }
+            let texts: Vec<ArrayRef> = columns
+                .iter_mut()
+                .map(|b| Arc::new(b.finish()) as ArrayRef)
+                .collect();
+            let batch = typed_columns(o, name, &texts, lines, schema, &mut out.skipped)?;
+            out.batches.push(batch);
+            lines.clear();
+            Ok(())
+        };
+    loop {
+        let line = reader.position().line();
+        match reader.read_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => {
+                if o.ignore_parse_errors {
+                    out.skipped.add(line, || format!("line {line}: {e}"));
+                    continue;
+                }
+                return Err(Error::input(format!(
+                    "cannot read '{name}': line {line}: {e}"
+                )));
+            }
+        }
+        let line = record.position().map_or(line, |p| p.line());
+        if record.len() != width {
+            let why = || {
+                format!(
+                    "line {line}: {} fields, the table has {width} columns",
+                    record.len()
+                )
+            };
+            if !o.ignore_parse_errors {
+                return Err(Error::input(format!("cannot read '{name}': {}", why())));
+            }
+            out.skipped.add(line, why);
+            // As Flink: a record with too many fields is skipped, missing fields are NULL.
+            if record.len() > width {
+                continue;
+            }
+        }
+        for (k, b) in columns.iter_mut().enumerate() {
+            match record.get(k) {
+                Some(field) if o.text.null_literal.as_deref() != Some(field) => {
+                    b.append_value(field)
+                }
+                _ => b.append_null(),
+            }
+        }
+        lines.push(line);
+        if lines.len() == 8192 {
+            flush(&mut columns, &mut lines, &mut out)?;
+        }
+    }
+    flush(&mut columns, &mut lines, &mut out)?;
+    Ok(out)
+}
+
+/// Text columns converted to the table's types (see [`decode_csv`]).
+fn typed_columns(
+    o: &CsvOptions,
+    name: &str,
+    texts: &[ArrayRef],
+    lines: &[u64],
+    schema: &SchemaRef,
+    skipped: &mut Skipped,
+) -> Result<RecordBatch> {
+    use arrow::datatypes::DataType;
+    let strict = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
     };
-    let (value, ty) = (&c[1], &c[2]);
-    let column: usize = c[3].parse().unwrap_or(0);
-    let line: usize = c[4].parse().unwrap_or(0);
-    let name = schema
-        .fields()
-        .get(column)
-        .map(|f| f.name().as_str())
-        .unwrap_or("?");
-    format!(
-        "line {}, column '{name}': cannot parse '{value}' as {ty}",
-        line + 1
-    )
+    let mut columns = Vec::with_capacity(texts.len());
+    for (text, field) in texts.iter().zip(schema.fields()) {
+        let target = field.data_type();
+        let converted = match target {
+            DataType::Utf8 => Ok(text.clone()),
+            DataType::List(element) => split_list(text, &o.text.array_delimiter, element, &strict),
+            _ => arrow::compute::cast_with_options(text, target, &strict),
+        };
+        match converted {
+            Ok(c) => columns.push(c),
+            Err(_) => {
+                // Find the first value that does not convert, to name it.
+                let lenient = arrow::compute::cast(text, target)?;
+                let strings = text.as_string::<i32>();
+                for (i, line) in lines.iter().enumerate() {
+                    if lenient.is_null(i) && !text.is_null(i) {
+                        let why = || {
+                            format!(
+                                "line {}, column '{}': cannot parse '{}' as {}",
+                                line,
+                                field.name(),
+                                strings.value(i),
+                                sql_type(target)
+                            )
+                        };
+                        if !o.ignore_parse_errors {
+                            return Err(Error::input(format!("cannot read '{name}': {}", why())));
+                        }
+                        skipped.add(*line, why);
+                    }
+                }
+                // Ignoring parse errors: the fields that do not convert are NULL.
+                columns.push(lenient);
+            }
+        }
+    }
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+fn sql_type(t: &arrow::datatypes::DataType) -> String {
+    use arrow::datatypes::DataType::*;
+    match t {
+        Int8 => "TINYINT".into(),
+        Int16 => "SMALLINT".into(),
+        Int32 => "INT".into(),
+        Int64 => "BIGINT".into(),
+        Float32 => "FLOAT".into(),
+        Float64 => "DOUBLE".into(),
+        Boolean => "BOOLEAN".into(),
+        Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
+        Date32 => "DATE".into(),
+        Timestamp(..) => "TIMESTAMP".into(),
+        other => other.to_string(),
+    }
+}
+
+/// An ARRAY field: its text split at `delimiter`, each element converted.
+fn split_list(
+    text: &ArrayRef,
+    delimiter: &str,
+    element: &arrow::datatypes::FieldRef,
+    options: &arrow::compute::CastOptions,
+) -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
+    use arrow::array::{ListArray, StringArray};
+    use arrow::buffer::OffsetBuffer;
+    let strings = text.as_string::<i32>();
+    let mut values: Vec<&str> = Vec::new();
+    let mut lengths = Vec::with_capacity(strings.len());
+    for i in 0..strings.len() {
+        let s = strings.value(i);
+        let before = values.len();
+        if !strings.is_null(i) && !s.is_empty() {
+            values.extend(s.split(delimiter));
+        }
+        lengths.push(values.len() - before);
+    }
+    let values: ArrayRef = Arc::new(StringArray::from(values));
+    let values = arrow::compute::cast_with_options(&values, element.data_type(), options)?;
+    Ok(Arc::new(ListArray::try_new(
+        element.clone(),
+        OffsetBuffer::from_lengths(lengths),
+        values,
+        strings.nulls().cloned(),
+    )?))
+}
+
+/// JSON lines through arrow's reader; with `json.fail-on-missing-field` every line is
+/// checked for every column first; with `json.ignore-parse-errors` a file that does not
+/// decode is decoded line by line and field by field (a field that does not decode is
+/// NULL, a line that is not an object is skipped).
+fn decode_json(o: &JsonOptions, name: &str, bytes: &Bytes, schema: &SchemaRef) -> Result<Decoded> {
+    if o.fail_on_missing_field {
+        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            if let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(line)
+                && let Some(f) = schema.fields().iter().find(|f| !m.contains_key(f.name()))
+            {
+                return Err(Error::input(format!(
+                    "cannot read '{name}': line {}: field '{}' is missing ('json.fail-on-missing-field' is true)",
+                    i + 1,
+                    f.name()
+                )));
+            }
+        }
+    }
+    let whole = arrow::json::ReaderBuilder::new(schema.clone())
+        .with_batch_size(8192)
+        .build(std::io::Cursor::new(bytes.clone()))
+        .and_then(|r| r.collect::<Result<Vec<_>, _>>());
+    match whole {
+        Ok(batches) => Ok(Decoded {
+            batches,
+            skipped: Skipped::default(),
+        }),
+        Err(e) if !o.ignore_parse_errors => Err(Error::input(format!(
+            "cannot read '{name}': {}",
+            json_error(bytes, schema, &e)
+        ))),
+        Err(_) => decode_json_leniently(bytes, schema),
+    }
+}
+
+fn decode_one(text: &[u8], schema: &SchemaRef) -> Option<RecordBatch> {
+    arrow::json::ReaderBuilder::new(schema.clone())
+        .build(std::io::Cursor::new(text))
+        .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+        .ok()
+        .and_then(|b| arrow::compute::concat_batches(schema, &b).ok())
+        .filter(|b| b.num_rows() == 1)
+}
+
+fn decode_json_leniently(bytes: &Bytes, schema: &SchemaRef) -> Result<Decoded> {
+    let mut out = Decoded::default();
+    let mut rows = Vec::new();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        if let Some(row) = decode_one(line, schema) {
+            rows.push(row);
+            continue;
+        }
+        let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(line) else {
+            out.skipped.add(i as u64 + 1, || {
+                format!("line {}: not a JSON object", i + 1)
+            });
+            continue;
+        };
+        // Field by field: each one that does not decode is NULL.
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let one = Arc::new(arrow::datatypes::Schema::new(vec![
+                field.as_ref().clone().with_nullable(true),
+            ]));
+            let value = object.get(field.name()).cloned().unwrap_or_default();
+            let text = serde_json::json!({ field.name(): value }).to_string();
+            match decode_one(text.as_bytes(), &one) {
+                Some(b) => columns.push(b.column(0).clone()),
+                None => {
+                    out.skipped.add(i as u64 + 1, || {
+                        format!("line {}, field '{}': cannot decode", i + 1, field.name())
+                    });
+                    columns.push(arrow::array::new_null_array(field.data_type(), 1));
+                }
+            }
+        }
+        let nullable = Arc::new(arrow::datatypes::Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        let row = RecordBatch::try_new(nullable, columns)?;
+        rows.push(
+            RecordBatch::try_new(schema.clone(), row.columns().to_vec())
+                .map_err(|e| Error::input(format!("line {}: {e}", i + 1)))?,
+        );
+    }
+    out.batches
+        .push(arrow::compute::concat_batches(schema, &rows)?);
+    Ok(out)
 }
 
 /// Arrow's JSON reader does not say where a bad record is: find the first line that does
@@ -212,77 +590,81 @@ fn parquet_error(e: parquet::errors::ParquetError) -> Error {
 
 /// An open part file being encoded in memory.
 pub enum PartEncoder {
-    Parquet(ArrowWriter<Vec<u8>>),
-    /// The CSV writer hides its buffer, so its size is estimated from the input.
-    Csv(arrow::csv::Writer<Vec<u8>>, usize),
-    Json(arrow::json::LineDelimitedWriter<Vec<u8>>),
-    Debezium(arrow::json::LineDelimitedWriter<Vec<u8>>),
+    Parquet(Box<ArrowWriter<Vec<u8>>>),
+    /// csv and json lines as Flink writes them ([`super::text`]).
+    Text {
+        format: Format,
+        out: Vec<u8>,
+    },
 }
 
 impl PartEncoder {
-    pub fn new(format: Format, schema: &SchemaRef) -> Result<Self> {
+    pub fn new(format: &Format, schema: &SchemaRef) -> Result<Self> {
         Ok(match format {
             Format::Parquet => {
                 let props = WriterProperties::builder()
                     .set_compression(Compression::SNAPPY)
                     .build();
-                PartEncoder::Parquet(
+                PartEncoder::Parquet(Box::new(
                     ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))
                         .map_err(parquet_error)?,
-                )
+                ))
             }
-            Format::Csv { delimiter, header } => PartEncoder::Csv(
-                arrow::csv::WriterBuilder::new()
-                    .with_header(header)
-                    .with_delimiter(delimiter)
-                    .build(Vec::new()),
-                0,
-            ),
-            Format::Json => PartEncoder::Json(arrow::json::LineDelimitedWriter::new(Vec::new())),
-            Format::DebeziumJson => PartEncoder::Debezium(
-                arrow::json::WriterBuilder::new()
-                    .with_explicit_nulls(true)
-                    .build::<_, arrow::json::writer::LineDelimited>(Vec::new()),
-            ),
+            Format::Csv(o) => {
+                let mut out = Vec::new();
+                if o.header {
+                    let empty = RecordBatch::new_empty(schema.clone());
+                    text::csv_lines(&empty, o.layout, true, &o.text, &mut out)?;
+                }
+                PartEncoder::Text {
+                    format: format.clone(),
+                    out,
+                }
+            }
+            Format::Json(_) | Format::DebeziumJson(_) => PartEncoder::Text {
+                format: format.clone(),
+                out: Vec::new(),
+            },
         })
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        if weir_common::changelog::is_changelog(batch) && !matches!(self, PartEncoder::Debezium(_))
-        {
-            return Err(Error::internal(
-                "a changelog reached a file format that cannot hold updates",
-            ));
-        }
+        let changelog = weir_common::changelog::is_changelog(batch);
         match self {
-            PartEncoder::Parquet(w) => w.write(batch).map_err(parquet_error)?,
-            PartEncoder::Csv(w, size) => {
-                w.write(batch)?;
-                *size += batch.get_array_memory_size();
+            PartEncoder::Parquet(_) | PartEncoder::Text { .. }
+                if changelog && !self.takes_changelog() =>
+            {
+                return Err(Error::internal(
+                    "a changelog reached a file format that cannot hold updates",
+                ));
             }
-            PartEncoder::Json(w) => w.write(batch)?,
-            PartEncoder::Debezium(w) => w.write(&debezium(batch)?)?,
+            PartEncoder::Parquet(w) => w.write(batch).map_err(parquet_error)?,
+            PartEncoder::Text { format, out } => match format {
+                Format::Csv(o) => text::csv_lines(batch, o.layout, false, &o.text, out)?,
+                Format::Json(o) => text::json_lines(batch, &o.text, out)?,
+                Format::DebeziumJson(o) => text::json_lines(&debezium(batch)?, &o.text, out)?,
+                Format::Parquet => unreachable!("parquet has its own encoder"),
+            },
         }
         Ok(())
+    }
+
+    fn takes_changelog(&self) -> bool {
+        matches!(self, PartEncoder::Text { format, .. } if format.takes_changelog())
     }
 
     /// Bytes written so far (an estimate for Parquet, which buffers row groups).
     pub fn size(&self) -> usize {
         match self {
             PartEncoder::Parquet(w) => w.bytes_written() + w.in_progress_size(),
-            PartEncoder::Csv(_, size) => *size,
-            PartEncoder::Json(w) | PartEncoder::Debezium(w) => w.get_ref().len(),
+            PartEncoder::Text { out, .. } => out.len(),
         }
     }
 
     pub fn finish(self) -> Result<Vec<u8>> {
         Ok(match self {
-            PartEncoder::Parquet(w) => w.into_inner().map_err(parquet_error)?,
-            PartEncoder::Csv(w, _) => w.into_inner(),
-            PartEncoder::Json(mut w) | PartEncoder::Debezium(mut w) => {
-                w.finish()?;
-                w.into_inner()
-            }
+            PartEncoder::Parquet(w) => (*w).into_inner().map_err(parquet_error)?,
+            PartEncoder::Text { out, .. } => out,
         })
     }
 }

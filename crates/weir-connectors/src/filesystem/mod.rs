@@ -4,6 +4,7 @@
 pub mod format;
 mod sink;
 mod source;
+pub mod text;
 
 pub use format::Format;
 pub use sink::FileSink;
@@ -15,6 +16,21 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "format",
     "csv.field-delimiter",
     "csv.ignore-first-line",
+    "csv.quote-character",
+    "csv.disable-quote-character",
+    "csv.escape-character",
+    "csv.allow-comments",
+    "csv.ignore-parse-errors",
+    "csv.null-literal",
+    "csv.array-element-delimiter",
+    "json.ignore-parse-errors",
+    "json.fail-on-missing-field",
+    "json.timestamp-format.standard",
+    "json.map-null-key.mode",
+    "json.map-null-key.literal",
+    "debezium-json.timestamp-format.standard",
+    "debezium-json.map-null-key.mode",
+    "debezium-json.map-null-key.literal",
     "source.monitor-interval",
     "s3.access-key",
     "s3.secret-key",
@@ -28,6 +44,22 @@ pub const SINK_OPTIONS: &[&str] = &[
     "path",
     "format",
     "csv.field-delimiter",
+    "csv.ignore-first-line",
+    "csv.quote-character",
+    "csv.disable-quote-character",
+    "csv.escape-character",
+    "csv.allow-comments",
+    "csv.ignore-parse-errors",
+    "csv.null-literal",
+    "csv.array-element-delimiter",
+    "json.ignore-parse-errors",
+    "json.fail-on-missing-field",
+    "json.timestamp-format.standard",
+    "json.map-null-key.mode",
+    "json.map-null-key.literal",
+    "debezium-json.timestamp-format.standard",
+    "debezium-json.map-null-key.mode",
+    "debezium-json.map-null-key.literal",
     "sink.rolling-policy.file-size",
     "sink.rolling-policy.rollover-interval",
     "sink.rolling-policy.check-interval",

@@ -213,7 +213,7 @@ impl TwoPhaseCommitSink for FileSink {
             file_schema: Arc::new(self.schema.project(&data_columns)?),
             data_columns,
             partition_columns: self.partition_columns.clone(),
-            format: self.format,
+            format: self.format.clone(),
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             root: self.root.clone(),
@@ -409,7 +409,7 @@ impl FileWriter {
     async fn write_to(&mut self, partition: &str, batch: RecordBatch) -> Result<()> {
         if !self.open.contains_key(partition) {
             let part = OpenPart {
-                encoder: PartEncoder::new(self.format, &self.file_schema)?,
+                encoder: PartEncoder::new(&self.format, &self.file_schema)?,
                 opened: Instant::now(),
                 rows: 0,
             };

@@ -180,11 +180,12 @@ impl SourceFactory for FileSourceFactory {
             return Ok(Box::new(FileSource {
                 schema: self.schema.clone(),
                 shown_root: super::shown_root(&self.location),
-                format: self.format,
+                format: self.format.clone(),
                 store: self.store.clone(),
                 splits,
                 current: VecDeque::new(),
                 monitor: Some(monitor),
+                metrics: task.metrics.clone(),
             }));
         }
         let splits: VecDeque<FileSplit> = match restored {
@@ -208,11 +209,12 @@ impl SourceFactory for FileSourceFactory {
         Ok(Box::new(FileSource {
             schema: self.schema.clone(),
             shown_root: super::shown_root(&self.location),
-            format: self.format,
+            format: self.format.clone(),
             store: self.store.clone(),
             splits,
             current: VecDeque::new(),
             monitor: None,
+            metrics: task.metrics.clone(),
         }))
     }
 }
@@ -228,6 +230,8 @@ struct FileSource {
     /// Decoded batches of the first split not yet emitted.
     current: VecDeque<RecordBatch>,
     monitor: Option<Monitor>,
+    /// Counts records skipped by `*.ignore-parse-errors`.
+    metrics: Arc<weir_runtime::JobMetrics>,
 }
 
 #[async_trait]
@@ -258,8 +262,17 @@ impl Source for FileSource {
                 .bytes()
                 .await
                 .map_err(read_error)?;
-            let mut batches: VecDeque<RecordBatch> =
-                self.format.decode(&shown, bytes, &self.schema)?.into();
+            let decoded = self.format.decode(&shown, bytes, &self.schema)?;
+            if decoded.skipped.count > 0 && split.rows == 0 {
+                // Counted once per file (a restore re-reads a file it had started).
+                self.metrics.count_records_in_errors(decoded.skipped.count);
+                tracing::warn!(
+                    "'{shown}': skipped {} bad record(s) or field(s) (ignore-parse-errors), first: {}",
+                    decoded.skipped.count,
+                    decoded.skipped.first.as_deref().unwrap_or("?")
+                );
+            }
+            let mut batches: VecDeque<RecordBatch> = decoded.batches.into();
             // Skip what an earlier attempt already emitted.
             let mut skip = split.rows as usize;
             while skip > 0 {

@@ -95,6 +95,29 @@ pub fn big_decimal_stripped(unscaled: i128, scale: i8) -> String {
     big_decimal(unscaled < 0, trimmed, scale)
 }
 
+/// `s` as a JSON string, escaped as Jackson escapes it (quote, backslash and control
+/// characters; `/` and non-ASCII as they are).
+pub fn json_string(s: &str, out: &mut String) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

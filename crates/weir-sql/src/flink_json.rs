@@ -9,7 +9,6 @@
 //! paths are `lax` (a missing member is empty) unless written `strict …` (it is an
 //! error); `JSON_VALUE` of a non-scalar is empty; output is compact.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanBuilder, StringBuilder};
@@ -275,23 +274,7 @@ pub fn write(v: &Json, out: &mut String) {
 }
 
 fn write_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    weir_common::java_text::json_string(s, out);
 }
 
 fn to_text(v: &Json) -> String {

@@ -10,65 +10,47 @@ pub use format::Format;
 pub use sink::FileSink;
 pub use source::FileSourceFactory;
 
-pub const SOURCE_OPTIONS: &[&str] = &[
-    "connector",
-    "path",
-    "format",
-    "csv.field-delimiter",
-    "csv.ignore-first-line",
-    "csv.quote-character",
-    "csv.disable-quote-character",
-    "csv.escape-character",
-    "csv.allow-comments",
-    "csv.ignore-parse-errors",
-    "csv.null-literal",
-    "csv.array-element-delimiter",
-    "json.ignore-parse-errors",
-    "json.fail-on-missing-field",
-    "json.timestamp-format.standard",
-    "json.map-null-key.mode",
-    "json.map-null-key.literal",
-    "debezium-json.timestamp-format.standard",
-    "debezium-json.map-null-key.mode",
-    "debezium-json.map-null-key.literal",
-    "source.monitor-interval",
-    "s3.access-key",
-    "s3.secret-key",
-    "s3.endpoint",
-    "s3.region",
-    "s3.retry.timeout",
-];
+/// The options the filesystem source and sink share (format and S3 settings), then `$extra`.
+macro_rules! file_options {
+    ($($extra:literal),*) => {
+        &[
+            "connector",
+            "path",
+            "format",
+            "csv.field-delimiter",
+            "csv.ignore-first-line",
+            "csv.quote-character",
+            "csv.disable-quote-character",
+            "csv.escape-character",
+            "csv.allow-comments",
+            "csv.ignore-parse-errors",
+            "csv.null-literal",
+            "csv.array-element-delimiter",
+            "json.ignore-parse-errors",
+            "json.fail-on-missing-field",
+            "json.timestamp-format.standard",
+            "json.map-null-key.mode",
+            "json.map-null-key.literal",
+            "debezium-json.timestamp-format.standard",
+            "debezium-json.map-null-key.mode",
+            "debezium-json.map-null-key.literal",
+            "s3.access-key",
+            "s3.secret-key",
+            "s3.endpoint",
+            "s3.region",
+            "s3.retry.timeout",
+            $($extra),*
+        ]
+    };
+}
 
-pub const SINK_OPTIONS: &[&str] = &[
-    "connector",
-    "path",
-    "format",
-    "csv.field-delimiter",
-    "csv.ignore-first-line",
-    "csv.quote-character",
-    "csv.disable-quote-character",
-    "csv.escape-character",
-    "csv.allow-comments",
-    "csv.ignore-parse-errors",
-    "csv.null-literal",
-    "csv.array-element-delimiter",
-    "json.ignore-parse-errors",
-    "json.fail-on-missing-field",
-    "json.timestamp-format.standard",
-    "json.map-null-key.mode",
-    "json.map-null-key.literal",
-    "debezium-json.timestamp-format.standard",
-    "debezium-json.map-null-key.mode",
-    "debezium-json.map-null-key.literal",
+pub const SOURCE_OPTIONS: &[&str] = file_options!("source.monitor-interval");
+
+pub const SINK_OPTIONS: &[&str] = file_options!(
     "sink.rolling-policy.file-size",
     "sink.rolling-policy.rollover-interval",
-    "sink.rolling-policy.check-interval",
-    "s3.access-key",
-    "s3.secret-key",
-    "s3.endpoint",
-    "s3.region",
-    "s3.retry.timeout",
-];
+    "sink.rolling-policy.check-interval"
+);
 
 /// S3 settings from table options (they override the `AWS_*` environment variables and
 /// are never logged nor stored in checkpoints).

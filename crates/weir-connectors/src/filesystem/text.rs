@@ -11,7 +11,6 @@ use arrow::datatypes::{
     UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use base64::Engine as _;
-use std::fmt::Write as _;
 use weir_common::{Error, Result, java_text};
 
 /// How a JSON map with a NULL key is written (`json.map-null-key.mode`).
@@ -167,23 +166,7 @@ fn scalar(a: &ArrayRef, i: usize, o: &TextOptions) -> Result<Option<Text>> {
 }
 
 fn json_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    java_text::json_string(s, out);
 }
 
 /// Row `i` of `a` as JSON.

@@ -51,6 +51,17 @@ impl RowKind {
     }
 }
 
+/// Formats whose records are changes (`+I`/`-U`/`+U`/`-D`), so a table read in one is a
+/// changelog source.
+pub const CHANGELOG_FORMATS: &[&str] = &["debezium-json", "canal-json", "maxwell-json"];
+
+/// Whether a table with these options is read as a changelog.
+pub fn is_changelog_source(options: &crate::ConnectorOptions) -> bool {
+    options
+        .get("format")
+        .is_some_and(|f| CHANGELOG_FORMATS.contains(&f.to_ascii_lowercase().as_str()))
+}
+
 /// The field of [`OP_COLUMN`].
 pub fn op_field() -> Field {
     Field::new(OP_COLUMN, DataType::Int8, false)

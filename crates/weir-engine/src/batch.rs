@@ -54,6 +54,14 @@ pub struct ConnectorBatchScan;
 #[async_trait]
 impl BatchScan for ConnectorBatchScan {
     async fn scan_all(&self, table: &TableDef) -> Result<Vec<RecordBatch>> {
+        if weir_common::changelog::is_changelog_source(&table.options) {
+            return Err(Error::plan(format!(
+                "table '{}' is read as a changelog (format '{}'); batch mode reads insert-only \
+                 tables, as Flink's does: run it in streaming mode",
+                table.name,
+                table.options.get("format").unwrap_or_default()
+            )));
+        }
         let factory =
             weir_connectors::create_source(&table.options, table.physical_schema.clone()).await?;
         if !factory.is_bounded() {

@@ -230,6 +230,11 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             PlanNode::Join { left, right, .. } => updates_in(nodes, *left)
                 .or(updates_in(nodes, *right))
                 .map(|_| "Join"),
+            PlanNode::Scan { table, .. }
+                if weir_common::changelog::is_changelog_source(&table.options) =>
+            {
+                Some("ChangelogSource")
+            }
             PlanNode::Scan { .. }
             | PlanNode::Values { .. }
             | PlanNode::WindowAggregate { .. }

@@ -11,6 +11,7 @@ use parquet::file::properties::WriterProperties;
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Error, Result};
 
+use super::cdc::Cdc;
 use super::text::{self, CsvLayout, MapNullKey, TextOptions};
 
 /// A file format with its options (Flink's keys).
@@ -22,6 +23,9 @@ pub enum Format {
     /// Flink's `debezium-json`: `{"before":…,"after":…,"op":"c"|"d"}` per row, so a sink
     /// can take the updates of a changelog (`+I`/`+U` as `c`, `-U`/`-D` as `d`).
     DebeziumJson(JsonOptions),
+    /// Flink's `canal-json` and `maxwell-json` (read only): changelogs.
+    CanalJson(JsonOptions),
+    MaxwellJson(JsonOptions),
 }
 
 /// The `csv.*` options.
@@ -166,7 +170,7 @@ pub struct Skipped {
 }
 
 impl Skipped {
-    fn add(&mut self, line: u64, what: impl FnOnce() -> String) {
+    pub(super) fn add(&mut self, line: u64, what: impl FnOnce() -> String) {
         self.count += 1;
         if self.first.is_none() || line < self.first_line {
             self.first = Some(what());
@@ -192,9 +196,18 @@ impl Format {
                 options,
                 "debezium-json",
             )?)),
+            "canal-json" => Ok(Format::CanalJson(JsonOptions::from_options(
+                options,
+                "canal-json",
+            )?)),
+            "maxwell-json" => Ok(Format::MaxwellJson(JsonOptions::from_options(
+                options,
+                "maxwell-json",
+            )?)),
             "csv" => Ok(Format::Csv(CsvOptions::from_options(options)?)),
             other => Err(Error::config(format!(
-                "table '{}': unknown format '{other}'; supported formats: parquet, csv, json, debezium-json",
+                "table '{}': unknown format '{other}'; supported formats: parquet, csv, json, \
+                 debezium-json, canal-json, maxwell-json",
                 options.table
             ))),
         }
@@ -204,7 +217,10 @@ impl Format {
         match self {
             Format::Parquet => "parquet",
             Format::Csv(_) => "csv",
-            Format::Json(_) | Format::DebeziumJson(_) => "json",
+            Format::Json(_)
+            | Format::DebeziumJson(_)
+            | Format::CanalJson(_)
+            | Format::MaxwellJson(_) => "json",
         }
     }
 
@@ -231,9 +247,9 @@ impl Format {
                 Ok(out)
             }
             Format::Csv(o) => decode_csv(o, name, &bytes, schema),
-            Format::DebeziumJson(_) => Err(Error::config(format!(
-                "cannot read '{name}': format 'debezium-json' can only be written so far"
-            ))),
+            Format::DebeziumJson(o) => super::cdc::decode(Cdc::Debezium, o, name, &bytes, schema),
+            Format::CanalJson(o) => super::cdc::decode(Cdc::Canal, o, name, &bytes, schema),
+            Format::MaxwellJson(o) => super::cdc::decode(Cdc::Maxwell, o, name, &bytes, schema),
             Format::Json(o) => decode_json(o, name, &bytes, schema),
         }
     }
@@ -427,7 +443,12 @@ fn split_list(
 /// checked for every column first; with `json.ignore-parse-errors` a file that does not
 /// decode is decoded line by line and field by field (a field that does not decode is
 /// NULL, a line that is not an object is skipped).
-fn decode_json(o: &JsonOptions, name: &str, bytes: &Bytes, schema: &SchemaRef) -> Result<Decoded> {
+pub(super) fn decode_json(
+    o: &JsonOptions,
+    name: &str,
+    bytes: &Bytes,
+    schema: &SchemaRef,
+) -> Result<Decoded> {
     if o.fail_on_missing_field {
         for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
             if line.iter().all(|b| b.is_ascii_whitespace()) {
@@ -625,6 +646,16 @@ impl PartEncoder {
                 format: format.clone(),
                 out: Vec::new(),
             },
+            Format::CanalJson(_) | Format::MaxwellJson(_) => {
+                return Err(Error::config(format!(
+                    "format '{}' can only be read; write changelogs as 'debezium-json'",
+                    if matches!(format, Format::CanalJson(_)) {
+                        "canal-json"
+                    } else {
+                        "maxwell-json"
+                    }
+                )));
+            }
         })
     }
 
@@ -643,7 +674,9 @@ impl PartEncoder {
                 Format::Csv(o) => text::csv_lines(batch, o.layout, false, &o.text, out)?,
                 Format::Json(o) => text::json_lines(batch, &o.text, out)?,
                 Format::DebeziumJson(o) => text::json_lines(&debezium(batch)?, &o.text, out)?,
-                Format::Parquet => unreachable!("parquet has its own encoder"),
+                Format::Parquet | Format::CanalJson(_) | Format::MaxwellJson(_) => {
+                    unreachable!("no text encoder is made for these")
+                }
             },
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! `'connector' = 'filesystem'`: bounded reads of Parquet, CSV and JSON files, and an
 //! exactly-once file sink (two-phase commit) on the local file system or any object store.
 
+mod cdc;
 pub mod format;
 mod sink;
 mod source;
@@ -32,6 +33,12 @@ macro_rules! file_options {
             "json.map-null-key.mode",
             "json.map-null-key.literal",
             "debezium-json.timestamp-format.standard",
+            "debezium-json.ignore-parse-errors",
+            "debezium-json.schema-include",
+            "canal-json.ignore-parse-errors",
+            "canal-json.timestamp-format.standard",
+            "maxwell-json.ignore-parse-errors",
+            "maxwell-json.timestamp-format.standard",
             "debezium-json.map-null-key.mode",
             "debezium-json.map-null-key.literal",
             "s3.access-key",

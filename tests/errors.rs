@@ -557,3 +557,42 @@ fn ignored_parse_errors_are_counted_and_named() {
         );
     }
 }
+
+#[test]
+fn metadata_column_mistakes_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("in.csv");
+    std::fs::write(&data, "1\n").unwrap();
+    let table = |column: &str| {
+        format!(
+            "CREATE TABLE t (id INT, {column}) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'csv');\n",
+            data.display()
+        )
+    };
+    fails_with(
+        &format!(
+            "{}SELECT * FROM t;",
+            table("f STRING METADATA FROM 'file.owner' VIRTUAL")
+        ),
+        &[
+            "column 'f' reads unknown metadata 'file.owner'",
+            "file.path, file.name, file.size, file.modification-time",
+        ],
+    );
+    fails_with(
+        &format!(
+            "{}INSERT INTO t SELECT 1, 'x';",
+            table("f STRING METADATA FROM 'file.name'")
+        ),
+        &[
+            "column 'f' is METADATA FROM 'file.name'",
+            "declare it VIRTUAL",
+        ],
+    );
+    fails_with(
+        "CREATE TABLE g (id INT, f STRING METADATA VIRTUAL) WITH ('connector' = 'datagen', \
+         'number-of-rows' = '1');\nSELECT * FROM g;",
+        &["connector 'datagen' has no metadata"],
+    );
+}

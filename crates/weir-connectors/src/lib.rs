@@ -69,17 +69,29 @@ pub fn validate_options(options: &ConnectorOptions, physical: SchemaRef) -> Resu
 }
 
 /// The source of a table read by a query.
+/// The source of a table: `schema` holds its physical columns, `metadata` says which of
+/// them are metadata columns and their connector keys (`file.name`, …).
 pub async fn create_source(
     options: &ConnectorOptions,
     schema: SchemaRef,
+    metadata: &[(String, String)],
 ) -> Result<Arc<dyn SourceFactory>> {
     let (name, ..) = lookup(options)?;
+    if *name != "filesystem"
+        && let Some((column, key)) = metadata.first()
+    {
+        return Err(Error::config(format!(
+            "table '{}': column '{column}' reads metadata '{key}', but connector '{name}' has \
+             no metadata",
+            options.table
+        )));
+    }
     match *name {
         "datagen" => Ok(Arc::new(datagen::DatagenSourceFactory::new(
             options, schema,
         )?)),
         "filesystem" => Ok(Arc::new(
-            filesystem::FileSourceFactory::try_new(options, schema).await?,
+            filesystem::FileSourceFactory::try_new(options, schema, metadata).await?,
         )),
         "nexmark" => Ok(Arc::new(nexmark::NexmarkSourceFactory::new(
             options, schema,

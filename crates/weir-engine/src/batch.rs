@@ -62,8 +62,12 @@ impl BatchScan for ConnectorBatchScan {
                 table.options.get("format").unwrap_or_default()
             )));
         }
-        let factory =
-            weir_connectors::create_source(&table.options, table.physical_schema.clone()).await?;
+        let factory = weir_connectors::create_source(
+            &table.options,
+            table.physical_schema.clone(),
+            &table.metadata_keys(),
+        )
+        .await?;
         if !factory.is_bounded() {
             return Err(Error::plan(format!(
                 "table '{}' is unbounded; batch mode reads bounded tables only (set 'number-of-rows' \
@@ -126,7 +130,7 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
     let Some(table) = &query.sink else {
         return Ok(BatchResult::Rows(batches));
     };
-    let schema = table.physical_schema.clone();
+    let schema = table.sink_schema.clone();
     let sink =
         weir_connectors::create_sink(&table.options, schema.clone(), &table.partitioned_by, None)
             .await?;

@@ -75,9 +75,12 @@ pub async fn compile_into(
                     continue;
                 }
                 let parallelism = table.scan_parallelism.unwrap_or(default_parallelism);
-                let source =
-                    weir_connectors::create_source(&table.options, table.physical_schema.clone())
-                        .await?;
+                let source = weir_connectors::create_source(
+                    &table.options,
+                    table.physical_schema.clone(),
+                    &table.metadata_keys(),
+                )
+                .await?;
                 let mut operators: Vec<Arc<dyn OperatorFactory>> = Vec::new();
                 if let Some(exprs) = computed {
                     let steps = vec![CalcStep::Project {
@@ -331,7 +334,7 @@ pub async fn compile_into(
                     .unwrap_or(graph.vertices[from].parallelism);
                 let sink = weir_connectors::create_sink(
                     &table.options,
-                    table.physical_schema.clone(),
+                    table.sink_schema.clone(),
                     &table.partitioned_by,
                     plan.updates(i),
                 )

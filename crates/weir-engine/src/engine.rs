@@ -161,6 +161,7 @@ impl Engine {
                             name: name.clone(),
                             data_type: weir_sql::types::storable(f.data_type()),
                             nullable: true,
+                            metadata: None,
                         },
                     ));
                 }
@@ -418,6 +419,7 @@ impl Engine {
                     name: f.name().clone(),
                     data_type: f.data_type().clone(),
                     nullable: f.is_nullable(),
+                    metadata: None,
                 })
             })
             .collect();
@@ -521,8 +523,12 @@ impl Engine {
         })?;
         for name in tables {
             if let Some(t) = self.planner.catalog.tables.get(&name) {
-                let source =
-                    weir_connectors::create_source(&t.options, t.physical_schema.clone()).await?;
+                let source = weir_connectors::create_source(
+                    &t.options,
+                    t.physical_schema.clone(),
+                    &t.metadata_keys(),
+                )
+                .await?;
                 if !source.is_bounded() {
                     return Ok(false);
                 }

@@ -28,6 +28,21 @@ pub struct TableDef {
     pub sink_parallelism: Option<usize>,
     /// The table's DDL (with any `LIKE` resolved), for `CREATE TABLE … LIKE` this table.
     pub ddl: Arc<crate::parser::CreateTable>,
+    /// Metadata columns of `physical_schema`: (column, connector key, virtual).
+    pub metadata: Vec<(String, crate::parser::MetadataSpec)>,
+    /// What an `INSERT INTO` the table writes: the physical columns but the virtual
+    /// metadata ones.
+    pub sink_schema: SchemaRef,
+}
+
+impl TableDef {
+    /// (column, connector key) of the metadata columns, for the source.
+    pub fn metadata_keys(&self) -> Vec<(String, String)> {
+        self.metadata
+            .iter()
+            .map(|(c, m)| (c.clone(), m.key.clone()))
+            .collect()
+    }
 }
 
 /// A declared view.

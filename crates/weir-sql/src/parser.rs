@@ -17,6 +17,16 @@ pub struct ColumnSpec {
     pub name: String,
     pub data_type: DataType,
     pub nullable: bool,
+    /// `METADATA [FROM 'key'] [VIRTUAL]`: a value the connector gives (or takes) beside
+    /// the record, such as a file's name.
+    pub metadata: Option<MetadataSpec>,
+}
+
+/// A metadata column: the connector's key for it and whether it is only read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataSpec {
+    pub key: String,
+    pub is_virtual: bool,
 }
 
 /// A parsed `CREATE TABLE`.
@@ -36,7 +46,23 @@ pub struct CreateTable {
 }
 
 impl CreateTable {
-    /// The physical columns (what a connector reads or writes; no computed columns).
+    /// The metadata columns: (column, connector key, virtual).
+    pub fn metadata_columns(&self) -> Vec<(String, MetadataSpec)> {
+        self.columns
+            .iter()
+            .filter_map(|c| match c {
+                ColumnOrComputed::Column(ColumnSpec {
+                    name,
+                    metadata: Some(m),
+                    ..
+                }) => Some((name.clone(), m.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The physical columns (what a connector reads, metadata included; no computed
+    /// columns).
     pub fn physical_schema(&self) -> arrow::datatypes::SchemaRef {
         let fields: Vec<arrow::datatypes::Field> = self
             .columns
@@ -65,10 +91,18 @@ impl std::fmt::Display for CreateTable {
             .iter()
             .map(|c| match c {
                 ColumnOrComputed::Column(c) => format!(
-                    "{} {}{}",
+                    "{} {}{}{}",
                     quote(&c.name),
                     crate::types::sql_name(&c.data_type),
-                    if c.nullable { "" } else { " NOT NULL" }
+                    if c.nullable { "" } else { " NOT NULL" },
+                    match &c.metadata {
+                        None => String::new(),
+                        Some(m) => format!(
+                            " METADATA FROM {}{}",
+                            text(&m.key),
+                            if m.is_virtual { " VIRTUAL" } else { "" }
+                        ),
+                    }
                 ),
                 ColumnOrComputed::Computed { name, expr } => format!("{} AS {expr}", quote(name)),
             })
@@ -678,6 +712,7 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
                 let mut pending_gt = 0;
                 let data_type = parse_type(p, &mut pending_gt)?;
                 let mut nullable = true;
+                let mut metadata = None;
                 loop {
                     if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
                         nullable = false;
@@ -688,11 +723,17 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
                         let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
                         table.primary_key = vec![name.clone()];
                     } else if word_is(&p.peek_token().token, "METADATA") {
-                        let t = p.peek_token();
-                        return Err(ParserError::ParserError(format!(
-                            "METADATA columns are not supported yet at Line: {}, Column: {}",
-                            t.span.start.line, t.span.start.column
-                        )));
+                        p.next_token();
+                        let key = if p.parse_keyword(Keyword::FROM) {
+                            p.parse_literal_string()?
+                        } else {
+                            name.clone()
+                        };
+                        let is_virtual = word_is(&p.peek_token().token, "VIRTUAL");
+                        if is_virtual {
+                            p.next_token();
+                        }
+                        metadata = Some(MetadataSpec { key, is_virtual });
                     } else {
                         break;
                     }
@@ -701,6 +742,7 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
                     name,
                     data_type,
                     nullable,
+                    metadata,
                 }));
             }
         }

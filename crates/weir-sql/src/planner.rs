@@ -102,7 +102,7 @@ async fn native_parquet_scan(
         return Ok(None);
     }
     let dir = std::path::Path::new(path);
-    if !dir.is_dir() {
+    if !dir.is_dir() || !table.metadata.is_empty() {
         return Ok(None); // the connector reports a missing folder with its own words
     }
     let url = ListingTableUrl::parse(format!("{}/", dir.display()))?;
@@ -352,6 +352,7 @@ impl Planner {
             F::Constraints,
             F::Partitions,
             F::Generated,
+            F::Metadata,
             F::Options,
             F::Watermarks,
         ];
@@ -395,6 +396,16 @@ impl Planner {
         for c in &src.columns {
             let computed = matches!(c, ColumnOrComputed::Computed { .. });
             if computed && of(F::Generated) == S::Excluding {
+                continue;
+            }
+            let metadata = matches!(
+                c,
+                ColumnOrComputed::Column(crate::parser::ColumnSpec {
+                    metadata: Some(_),
+                    ..
+                })
+            );
+            if metadata && of(F::Metadata) == S::Excluding {
                 continue;
             }
             let mine = ct.columns.iter().find(|n| n.name() == c.name());
@@ -587,8 +598,19 @@ impl Planner {
         };
         let scan_parallelism = take_parallelism("scan.parallelism")?;
         let sink_parallelism = take_parallelism("sink.parallelism")?;
+        let metadata = ct.metadata_columns();
+        let sink_schema = Arc::new(arrow::datatypes::Schema::new(
+            physical_schema
+                .fields()
+                .iter()
+                .filter(|f| !metadata.iter().any(|(c, m)| c == f.name() && m.is_virtual))
+                .cloned()
+                .collect::<Vec<_>>(),
+        ));
         let def = Arc::new(TableDef {
             name: ct.name.clone(),
+            metadata,
+            sink_schema,
             physical_schema,
             schema: schema.clone(),
             computed,
@@ -686,13 +708,23 @@ impl Planner {
     /// `INSERT INTO table SELECT …`.
     /// The table an `INSERT INTO` writes.
     pub fn sink_table(&self, table: &str) -> Result<Arc<TableDef>> {
-        self.catalog.tables.get(table).cloned().ok_or_else(|| {
+        let def = self.catalog.tables.get(table).cloned().ok_or_else(|| {
             let known: Vec<_> = self.catalog.tables.keys().cloned().collect();
             Error::plan(format!(
                 "INSERT INTO '{table}': no such table (tables: {})",
                 known.join(", ")
             ))
-        })
+        })?;
+        // No connector writes metadata yet: a written metadata column must be VIRTUAL.
+        if let Some((column, m)) = def.metadata.iter().find(|(_, m)| !m.is_virtual) {
+            return Err(Error::plan(format!(
+                "INSERT INTO '{table}': column '{column}' is METADATA FROM '{}', which connector \
+                 '{}' cannot write; declare it VIRTUAL to leave it out of writes",
+                m.key,
+                def.options.get("connector").unwrap_or_default()
+            )));
+        }
+        Ok(def)
     }
 
     /// The query of `INSERT INTO table (columns) query` as one returning every column of
@@ -709,7 +741,7 @@ impl Planner {
         }
         let def = self.sink_table(table)?;
         let names: Vec<&str> = def
-            .physical_schema
+            .sink_schema
             .fields()
             .iter()
             .map(|f| f.name().as_str())
@@ -790,7 +822,7 @@ impl Planner {
         let (node, mut steps) = self.translate(&logical, &mut plan.nodes)?;
         // Cast to the sink's physical columns, by position.
         let out = logical.schema().as_arrow().clone();
-        let sink = &def.physical_schema;
+        let sink = &def.sink_schema;
         if out.fields().len() != sink.fields().len() {
             return Err(Error::plan(format!(
                 "INSERT INTO '{table}': the query returns {} columns, the table has {} ({})",

@@ -27,6 +27,8 @@ use weir_runtime::{OperatorState, Source, SourceFactory, SourcePoll, StateDistri
 
 pub struct FileSourceFactory {
     schema: SchemaRef,
+    /// The metadata columns of `schema` and what each one holds.
+    metadata: Arc<Vec<(usize, FileMetadata)>>,
     format: Format,
     store: Arc<dyn ObjectStore>,
     location: String,
@@ -71,8 +73,26 @@ fn owner(file: &str, parallelism: usize) -> usize {
 }
 
 impl FileSourceFactory {
-    pub async fn try_new(options: &ConnectorOptions, schema: SchemaRef) -> Result<Self> {
+    pub async fn try_new(
+        options: &ConnectorOptions,
+        schema: SchemaRef,
+        metadata: &[(String, String)],
+    ) -> Result<Self> {
         options.check_known("filesystem", super::SOURCE_OPTIONS)?;
+        let metadata = metadata
+            .iter()
+            .map(|(column, key)| {
+                let what = FileMetadata::from_key(key).ok_or_else(|| {
+                    Error::config(format!(
+                        "table '{}': column '{column}' reads unknown metadata '{key}'; the \
+                         filesystem connector has: {}",
+                        options.table,
+                        FileMetadata::KEYS.join(", ")
+                    ))
+                })?;
+                Ok((schema.index_of(column)?, what))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let monitor = options
             .get("source.monitor-interval")
             .map(|v| {
@@ -101,6 +121,7 @@ impl FileSourceFactory {
         }
         Ok(Self {
             schema,
+            metadata: Arc::new(metadata),
             format,
             store,
             location,
@@ -179,6 +200,7 @@ impl SourceFactory for FileSourceFactory {
             }
             return Ok(Box::new(FileSource {
                 schema: self.schema.clone(),
+                metadata: self.metadata.clone(),
                 shown_root: super::shown_root(&self.location),
                 format: self.format.clone(),
                 store: self.store.clone(),
@@ -208,6 +230,7 @@ impl SourceFactory for FileSourceFactory {
         };
         Ok(Box::new(FileSource {
             schema: self.schema.clone(),
+            metadata: self.metadata.clone(),
             shown_root: super::shown_root(&self.location),
             format: self.format.clone(),
             store: self.store.clone(),
@@ -221,6 +244,7 @@ impl SourceFactory for FileSourceFactory {
 
 struct FileSource {
     schema: SchemaRef,
+    metadata: Arc<Vec<(usize, FileMetadata)>>,
     /// Put before a file's object-store path in messages (see `shown_root`).
     shown_root: String,
     format: Format,
@@ -232,6 +256,101 @@ struct FileSource {
     monitor: Option<Monitor>,
     /// Counts records skipped by `*.ignore-parse-errors`.
     metrics: Arc<weir_runtime::JobMetrics>,
+}
+
+/// What a metadata column of the filesystem source holds (Flink's keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileMetadata {
+    Path,
+    Name,
+    Size,
+    ModificationTime,
+}
+
+impl FileMetadata {
+    const KEYS: &[&str] = &[
+        "file.path",
+        "file.name",
+        "file.size",
+        "file.modification-time",
+    ];
+
+    fn from_key(key: &str) -> Option<Self> {
+        Some(match key {
+            "file.path" => FileMetadata::Path,
+            "file.name" => FileMetadata::Name,
+            "file.size" => FileMetadata::Size,
+            "file.modification-time" => FileMetadata::ModificationTime,
+            _ => return None,
+        })
+    }
+
+    /// The value for a file, as one row of its natural type (STRING, BIGINT,
+    /// TIMESTAMP_LTZ(3)).
+    fn value(self, shown: &str, meta: &object_store::ObjectMeta) -> arrow::array::ArrayRef {
+        use arrow::array::{Int64Array, StringArray, TimestampMillisecondArray};
+        match self {
+            FileMetadata::Path => Arc::new(StringArray::from(vec![shown])),
+            FileMetadata::Name => Arc::new(StringArray::from(vec![
+                shown.rsplit('/').next().unwrap_or(shown),
+            ])),
+            FileMetadata::Size => Arc::new(Int64Array::from(vec![meta.size as i64])),
+            FileMetadata::ModificationTime => Arc::new(
+                TimestampMillisecondArray::from(vec![meta.last_modified.timestamp_millis()])
+                    .with_timezone("+00:00"),
+            ),
+        }
+    }
+}
+
+impl FileSource {
+    /// The columns the file itself holds (the table's, without metadata columns).
+    fn format_schema(&self) -> SchemaRef {
+        if self.metadata.is_empty() {
+            return self.schema.clone();
+        }
+        let fields: Vec<_> = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.metadata.iter().any(|(m, _)| m == i))
+            .map(|(_, f)| f.clone())
+            .collect();
+        Arc::new(arrow::datatypes::Schema::new(fields))
+    }
+
+    /// A decoded batch with the metadata columns put in their places.
+    fn with_metadata(
+        &self,
+        batch: &RecordBatch,
+        shown: &str,
+        meta: &object_store::ObjectMeta,
+    ) -> Result<RecordBatch> {
+        let (data, ops) = weir_common::changelog::split(batch);
+        let rows = data.num_rows();
+        let mut file_columns = data.columns().iter();
+        let mut columns = Vec::with_capacity(self.schema.fields().len());
+        for (i, field) in self.schema.fields().iter().enumerate() {
+            match self.metadata.iter().find(|(m, _)| *m == i) {
+                Some((_, what)) => {
+                    let one = arrow::compute::cast(&what.value(shown, meta), field.data_type())?;
+                    let repeated = arrow::compute::take(
+                        &one,
+                        &arrow::array::UInt32Array::from(vec![0; rows]),
+                        None,
+                    )?;
+                    columns.push(repeated);
+                }
+                None => columns.push(file_columns.next().expect("one per file column").clone()),
+            }
+        }
+        let out = RecordBatch::try_new(self.schema.clone(), columns)?;
+        Ok(match ops {
+            Some(ops) => weir_common::changelog::attach(&out, Arc::new(ops))?,
+            None => out,
+        })
+    }
 }
 
 #[async_trait]
@@ -254,15 +373,15 @@ impl Source for FileSource {
             let shown = format!("{}{}", self.shown_root, split.file);
             let read_error =
                 |e: object_store::Error| Error::input(format!("cannot read '{shown}': {e}"));
-            let bytes = self
-                .store
-                .get(&path)
-                .await
-                .map_err(read_error)?
-                .bytes()
-                .await
-                .map_err(read_error)?;
-            let decoded = self.format.decode(&shown, bytes, &self.schema)?;
+            let file = self.store.get(&path).await.map_err(read_error)?;
+            let meta = file.meta.clone();
+            let bytes = file.bytes().await.map_err(read_error)?;
+            let mut decoded = self.format.decode(&shown, bytes, &self.format_schema())?;
+            if !self.metadata.is_empty() {
+                for batch in &mut decoded.batches {
+                    *batch = self.with_metadata(batch, &shown, &meta)?;
+                }
+            }
             if decoded.skipped.count > 0 && split.rows == 0 {
                 // Counted once per file (a restore re-reads a file it had started).
                 self.metrics.count_records_in_errors(decoded.skipped.count);

@@ -505,30 +505,63 @@ fn weir_gives_flinks_results() {
     );
 }
 
-/// The files Weir's filesystem sink writes in json and csv, with their options, are the
-/// files Flink writes (`tests/flink/sinks.py` wrote `expected/sinks.out` with Flink for
-/// the same statements, `tests/flink/sinks/values.sql`).
+/// The files Weir's filesystem sink writes are the files Flink writes for the same
+/// statements in batch mode: json and csv with their options, `INSERT OVERWRITE` and static
+/// partitions (`tests/flink/sinks.py` wrote `expected/sinks.out` with Flink from
+/// `tests/flink/sinks/*.sql`).
 #[test]
 fn sink_files_are_flinks() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    let sql = std::fs::read_to_string(root().join("sinks/values.sql"))
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(root().join("sinks"))
         .unwrap()
-        .replace("${OUT}", out.to_str().unwrap());
-    let script = crate::common::write_script(
-        tmp.path(),
-        "sinks.sql",
-        &format!("SET 'execution.runtime-mode' = 'batch';\n{sql}"),
-    );
-    crate::common::run_ok(&[script.to_str().unwrap()]);
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    scripts.sort();
     let mut got = Vec::new();
-    let mut folders: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
-    folders.sort_by_key(|e| e.file_name());
-    for folder in folders {
-        got.push(format!("== {}", folder.file_name().to_string_lossy()));
-        let mut rows: Vec<String> = crate::common::committed_lines(&folder.path());
-        rows.sort();
-        got.extend(rows);
+    for script in scripts {
+        let name = script.file_stem().unwrap().to_string_lossy().to_string();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let sql = std::fs::read_to_string(&script)
+            .unwrap()
+            .replace("${OUT}", out.to_str().unwrap());
+        let script = crate::common::write_script(
+            tmp.path(),
+            "sinks.sql",
+            &format!("SET 'execution.runtime-mode' = 'batch';\n{sql}"),
+        );
+        crate::common::run_ok(&[script.to_str().unwrap()]);
+        // Committed files by folder (partitions are folders), hidden ones left out.
+        let mut folders: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        let mut pending = vec![out.clone()];
+        while let Some(dir) = pending.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                let file_name = e.file_name().to_string_lossy().to_string();
+                if file_name.starts_with(['.', '_']) {
+                    continue;
+                }
+                if e.path().is_dir() {
+                    pending.push(e.path());
+                    continue;
+                }
+                let folder = dir
+                    .strip_prefix(&out)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                folders
+                    .entry(folder)
+                    .or_default()
+                    .extend(text.lines().map(str::to_string));
+            }
+        }
+        for (folder, mut rows) in folders {
+            got.push(format!("== {name}/{folder}"));
+            rows.sort();
+            got.extend(rows);
+        }
     }
     let expected: Vec<String> = std::fs::read_to_string(root().join("expected/sinks.out"))
         .unwrap()

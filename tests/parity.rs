@@ -198,36 +198,68 @@ fn cascading_window_over_window_time_is_a_window_aggregate_as_in_flink() {
 }
 
 /// `INSERT OVERWRITE` appended and `INSERT INTO t PARTITION (…)` ignored its static
-/// values; until both are implemented (batch-mode replace through the two-phase commit),
-/// they are refused with where they are written, and no output appears.
+/// values. Now (their results are compared with Flink's in `flink::sink_files_are_flinks`)
+/// an overwrite replaces in batch mode, is refused in streaming mode and for connectors
+/// that cannot be overwritten, and a statement that fails leaves the old files.
 #[test]
-fn insert_overwrite_and_static_partitions_are_refused_not_appended() {
+fn insert_overwrite_replaces_and_static_partitions_are_written() {
     let tmp = tempfile::tempdir().unwrap();
     let out_dir = tmp.path().join("out");
-    for (insert, needle) in [
+    let ddl = format!(
+        "CREATE TABLE t (id INT, dt STRING) PARTITIONED BY (dt) \
+         WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n",
+        out_dir.display()
+    );
+    let batch = "SET 'execution.runtime-mode' = 'batch';\n";
+    let go = |name: &str, sql: String| {
+        let script = write_script(tmp.path(), name, &sql);
+        run(&[script.to_str().unwrap()])
+    };
+    let first = go(
+        "first.sql",
+        format!("{batch}{ddl}INSERT INTO t PARTITION (dt = 'a') VALUES (1), (2);"),
+    );
+    assert!(first.status.success());
+    assert_eq!(committed_lines(&out_dir.join("dt=a")), ["1", "2"]);
+    for (name, sql, needle) in [
         (
-            "INSERT OVERWRITE t SELECT 1, 'a'",
-            "INSERT OVERWRITE is not supported yet",
+            "streaming.sql",
+            format!("{ddl}INSERT OVERWRITE t SELECT 3, 'a';"),
+            "not supported in streaming mode",
         ),
         (
-            "INSERT INTO t PARTITION (dt = 'a') SELECT 1",
-            "static partition values is not supported",
+            "print.sql",
+            format!(
+                "{batch}CREATE TABLE p (id INT) WITH ('connector' = 'print');\n\
+                 INSERT OVERWRITE p SELECT 1;"
+            ),
+            "connector 'print' cannot be overwritten",
+        ),
+        (
+            "column.sql",
+            format!("{batch}{ddl}INSERT OVERWRITE t PARTITION (id = 1) SELECT 'a';"),
+            "'id' is not a partition column",
+        ),
+        (
+            "failing.sql",
+            format!("{batch}{ddl}INSERT OVERWRITE t SELECT CAST('x' AS INT), 'a';"),
+            "x",
         ),
     ] {
-        let script = write_script(
-            tmp.path(),
-            "o.sql",
-            &format!(
-                "SET 'execution.runtime-mode' = 'batch';\n\
-                 CREATE TABLE t (id INT, dt STRING) PARTITIONED BY (dt) \
-                 WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');\n{insert};",
-                out_dir.display()
-            ),
-        );
-        let out = run(&[script.to_str().unwrap()]);
+        let out = go(name, sql);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{insert} ran");
-        assert!(err.contains(needle) && err.contains("line 3"), "{err}");
-        assert!(!out_dir.exists() || committed_lines(&out_dir).is_empty());
+        assert!(!out.status.success(), "{name} ran");
+        assert!(err.contains(needle), "{name}: {err}");
+        assert_eq!(
+            committed_lines(&out_dir.join("dt=a")),
+            ["1", "2"],
+            "{name} changed the table"
+        );
     }
+    let replaced = go(
+        "replace.sql",
+        format!("{batch}{ddl}INSERT OVERWRITE t SELECT 3, 'a';"),
+    );
+    assert!(replaced.status.success());
+    assert_eq!(committed_lines(&out_dir.join("dt=a")), ["3"]);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write tests/flink/expected/sinks.out: the files Apache Flink's filesystem sink writes for
-the INSERTs of tests/flink/sinks/values.sql (json and csv with their options), one section
-per sink folder, lines sorted. Compared by tests/flink.rs (`flink::sink_files_are_flinks`).
+the statements of each tests/flink/sinks/<name>.sql, run in batch mode (`${OUT}` is a
+fresh folder per file): one section `== <name>/<folder>` per folder holding files, its
+lines sorted. Compared by tests/flink.rs (`flink::sink_files_are_flinks`).
 
 Needs `pip install apache-flink==2.3.0` and Java 17, like generate.py.
 """
@@ -20,25 +21,29 @@ def main():
     generate.setup_environment()
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    with open(os.path.join(HERE, "sinks", "values.sql"), encoding="utf-8") as f:
-        text = f.read()
-    out = tempfile.mkdtemp(prefix="flink-sinks-")
-    _, statements = generate.parse_case(text.replace("${OUT}", out))
-    env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
-    env.get_config().set("parallelism.default", "1")
-    env.get_config().set("table.local-time-zone", "UTC")
-    for stmt in statements:
-        env.execute_sql(stmt).wait()
     lines = []
-    for folder in sorted(os.listdir(out)):
-        lines.append("== " + folder)
-        rows = []
-        for part in glob.glob(os.path.join(out, folder, "**", "*"), recursive=True):
-            name = os.path.basename(part)
-            if os.path.isfile(part) and not name.startswith((".", "_")):
+    for script in sorted(os.listdir(os.path.join(HERE, "sinks"))):
+        if not script.endswith(".sql"):
+            continue
+        name = script[: -len(".sql")]
+        with open(os.path.join(HERE, "sinks", script), encoding="utf-8") as f:
+            text = f.read()
+        out = tempfile.mkdtemp(prefix="flink-sinks-")
+        _, statements = generate.parse_case(text.replace("${OUT}", out))
+        env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+        env.get_config().set("parallelism.default", "1")
+        env.get_config().set("table.local-time-zone", "UTC")
+        for stmt in statements:
+            env.execute_sql(stmt).wait()
+        folders = {}
+        for part in glob.glob(os.path.join(out, "**", "*"), recursive=True):
+            rel = os.path.relpath(part, out)
+            if os.path.isfile(part) and not any(p.startswith((".", "_")) for p in rel.split(os.sep)):
                 with open(part, encoding="utf-8") as f:
-                    rows.extend(f.read().splitlines())
-        lines.extend(sorted(rows))
+                    folders.setdefault(os.path.dirname(rel), []).extend(f.read().splitlines())
+        for folder in sorted(folders):
+            lines.append("== %s/%s" % (name, folder))
+            lines.extend(sorted(folders[folder]))
     with open(os.path.join(HERE, "expected", "sinks.out"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 

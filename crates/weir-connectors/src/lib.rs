@@ -104,6 +104,19 @@ pub async fn create_source(
     }
 }
 
+/// Checks that a table can be overwritten (`INSERT OVERWRITE`): the filesystem sink.
+pub fn check_overwrite(options: &ConnectorOptions) -> Result<()> {
+    let (name, ..) = lookup(options)?;
+    if *name == "filesystem" {
+        return Ok(());
+    }
+    Err(Error::plan(format!(
+        "INSERT OVERWRITE '{}': connector '{name}' cannot be overwritten (the filesystem \
+         connector can)",
+        options.table
+    )))
+}
+
 /// Checks that a table can take the rows of a query: `updates` names the operator that
 /// makes the query's result an updating one (a changelog with `-U`/`+U`/`-D` rows), if any,
 /// and only `print`, `blackhole` and files in `debezium-json` can take updates.

@@ -19,6 +19,9 @@ pub struct BatchQuery {
     pub logical: LogicalPlan,
     /// The table an `INSERT` writes; `None` for a `SELECT`.
     pub sink: Option<Arc<TableDef>>,
+    /// `INSERT OVERWRITE`: the files the table held before (in the partitions written)
+    /// are deleted once the new ones are committed.
+    pub overwrite: bool,
 }
 
 /// What a batch query produced.
@@ -134,6 +137,11 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
     let sink =
         weir_connectors::create_sink(&table.options, schema.clone(), &table.partitioned_by, None)
             .await?;
+    // What the table holds before anything is written, to replace on overwrite.
+    let before = match query.overwrite {
+        true => Some(weir_connectors::filesystem::overwrite::Snapshot::take(&table.options).await?),
+        false => None,
+    };
     let mut op = sink.create(&task(&table.name))?;
     op.open(None).await?;
     let mut out = Output::default();
@@ -151,5 +159,10 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
     op.snapshot_state(last)?;
     op.notify_checkpoint_complete(last).await?;
     op.close().await?;
+    if let Some(before) = before {
+        before
+            .replace(&table.options, !table.partitioned_by.is_empty())
+            .await?;
+    }
     Ok(BatchResult::Written(rows))
 }

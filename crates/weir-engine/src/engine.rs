@@ -171,6 +171,8 @@ impl Engine {
                     table: name.clone(),
                     columns: Vec::new(),
                     query: query.clone(),
+                    overwrite: false,
+                    partition: Vec::new(),
                 };
                 let outcome = Box::pin(self.execute_statement(&insert)).await;
                 if outcome.is_err() {
@@ -319,13 +321,22 @@ impl Engine {
                 table,
                 columns,
                 query,
+                overwrite,
+                partition,
             } if self.batch_mode() => {
                 let sink = self.planner.sink_table(table)?;
-                let query = self.planner.insert_query(table, columns, query).await?;
+                if *overwrite {
+                    weir_connectors::check_overwrite(&sink.options)?;
+                }
+                let query = self
+                    .planner
+                    .insert_query(table, columns, partition, query)
+                    .await?;
                 let logical = self.planner.optimized(&query).await?;
                 Ok(Outcome::Batch(vec![crate::batch::BatchQuery {
                     logical,
                     sink: Some(sink),
+                    overwrite: *overwrite,
                 }]))
             }
             WeirStatement::Select(query) if self.batch_mode() => {
@@ -333,14 +344,26 @@ impl Engine {
                 Ok(Outcome::Batch(vec![crate::batch::BatchQuery {
                     logical,
                     sink: None,
+                    overwrite: false,
                 }]))
             }
             WeirStatement::Insert {
                 table,
                 columns,
                 query,
+                overwrite,
+                partition,
             } => {
-                let plan = self.planner.plan_insert(table, columns, query).await?;
+                if *overwrite {
+                    return Err(Error::plan(
+                        "INSERT OVERWRITE is not supported in streaming mode (as in Flink); run \
+                         it with SET 'execution.runtime-mode' = 'batch'",
+                    ));
+                }
+                let plan = self
+                    .planner
+                    .plan_insert(table, columns, partition, query)
+                    .await?;
                 let sink = plan.nodes.len() - 1;
                 if let Some(weir_sql::PlanNode::Sink { table, .. }) = plan.nodes.last() {
                     weir_connectors::check_changelog(&table.options, plan.updates(sink))?;
@@ -382,7 +405,13 @@ impl Engine {
                             table,
                             columns,
                             query,
-                        } => self.planner.plan_insert(table, columns, query).await?,
+                            partition,
+                            ..
+                        } => {
+                            self.planner
+                                .plan_insert(table, columns, partition, query)
+                                .await?
+                        }
                         WeirStatement::Select(query) => self.planner.plan_select(query).await?,
                         _ => {
                             return Err(Error::plan(
@@ -543,6 +572,7 @@ impl Engine {
         query: &sqlparser::ast::Query,
     ) -> Result<crate::batch::BatchQuery> {
         Ok(crate::batch::BatchQuery {
+            overwrite: false,
             logical: self.planner.optimized(query).await?,
             sink: None,
         })

@@ -220,6 +220,10 @@ pub enum WeirStatement {
         /// all of them, in the table's order.
         columns: Vec<String>,
         query: Box<Query>,
+        /// `INSERT OVERWRITE`: replace what the table (or the partitions written) holds.
+        overwrite: bool,
+        /// `PARTITION (k = v, …)`: static partition values (column, literal).
+        partition: Vec<(String, Expr)>,
     },
     Select(Box<Query>),
     Set {
@@ -500,18 +504,21 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                     )));
                 }
             };
-            // Not silently appended: both would need the batch-mode replace of issue 13.
-            if insert.overwrite {
+            let mut partition = Vec::new();
+            for item in insert.partitioned.iter().flatten() {
+                if let Expr::BinaryOp {
+                    left,
+                    op: sqlparser::ast::BinaryOperator::Eq,
+                    right,
+                } = item
+                    && let Expr::Identifier(column) = left.as_ref()
+                {
+                    partition.push((column.value.clone(), (**right).clone()));
+                    continue;
+                }
                 return Err(ParserError::ParserError(format!(
-                    "INSERT OVERWRITE is not supported yet (it would append instead of \
-                     replacing); write to an empty path instead at Line: {}, Column: {}",
-                    start.line, start.column
-                )));
-            }
-            if insert.partitioned.is_some() {
-                return Err(ParserError::ParserError(format!(
-                    "INSERT INTO … PARTITION (…) with static partition values is not supported \
-                     yet; select the partition columns' values instead at Line: {}, Column: {}",
+                    "PARTITION ({item}): write static partition values as column = value \
+                     at Line: {}, Column: {}",
                     start.line, start.column
                 )));
             }
@@ -525,6 +532,8 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
                 table,
                 columns: insert.columns.iter().map(object_name).collect(),
                 query,
+                overwrite: insert.overwrite,
+                partition,
             }
         }
         Statement::CreateView(v) => {

@@ -727,16 +727,19 @@ impl Planner {
         Ok(def)
     }
 
-    /// The query of `INSERT INTO table (columns) query` as one returning every column of
-    /// the table in its order: listed columns from the query, the others NULL (as Flink
-    /// does). Without a column list, `query` itself.
+    /// The query of `INSERT INTO table [PARTITION (k = v, …)] [(columns)] query` as one
+    /// returning every column of the table in its order: listed columns from the query,
+    /// static partition values as given, the others NULL (as Flink does). With static
+    /// values and no column list, the query gives the other columns in the table's order.
+    /// Without either, `query` itself.
     pub async fn insert_query(
         &self,
         table: &str,
         columns: &[String],
+        partition: &[(String, sqlparser::ast::Expr)],
         query: &Query,
     ) -> Result<Query> {
-        if columns.is_empty() {
+        if columns.is_empty() && partition.is_empty() {
             return Ok(query.clone());
         }
         let def = self.sink_table(table)?;
@@ -746,6 +749,25 @@ impl Planner {
             .iter()
             .map(|f| f.name().as_str())
             .collect();
+        for (c, _) in partition {
+            if !def.partitioned_by.contains(c) {
+                return Err(Error::plan(format!(
+                    "INSERT INTO '{table}' PARTITION ({c} = …): '{c}' is not a partition column \
+                     (PARTITIONED BY: {})",
+                    def.partitioned_by.join(", ")
+                )));
+            }
+        }
+        let is_static = |c: &str| partition.iter().any(|(p, _)| p == c);
+        let columns: Vec<String> = if columns.is_empty() {
+            names
+                .iter()
+                .filter(|n| !is_static(n))
+                .map(|n| n.to_string())
+                .collect()
+        } else {
+            columns.to_vec()
+        };
         for (i, c) in columns.iter().enumerate() {
             if !names.contains(&c.as_str()) {
                 return Err(Error::plan(format!(
@@ -756,6 +778,11 @@ impl Planner {
             if columns[..i].contains(c) {
                 return Err(Error::plan(format!(
                     "INSERT INTO '{table}': column '{c}' is listed twice"
+                )));
+            }
+            if is_static(c) {
+                return Err(Error::plan(format!(
+                    "INSERT INTO '{table}': column '{c}' is listed and has a static PARTITION value"
                 )));
             }
         }
@@ -785,9 +812,14 @@ impl Planner {
         let alias = |i: usize| format!("__weir_c{i}");
         select.projection = names
             .iter()
-            .map(|n| match columns.iter().position(|c| c == n) {
-                Some(i) => SelectItem::UnnamedExpr(SqlExpr::Identifier(Ident::new(alias(i)))),
-                None => null.clone(),
+            .map(|n| {
+                if let Some((_, value)) = partition.iter().find(|(p, _)| p == n) {
+                    return SelectItem::UnnamedExpr(value.clone());
+                }
+                match columns.iter().position(|c| c == n) {
+                    Some(i) => SelectItem::UnnamedExpr(SqlExpr::Identifier(Ident::new(alias(i)))),
+                    None => null.clone(),
+                }
             })
             .collect();
         let TableFactor::Derived {
@@ -810,10 +842,11 @@ impl Planner {
         &self,
         table: &str,
         columns: &[String],
+        partition: &[(String, sqlparser::ast::Expr)],
         query: &Query,
     ) -> Result<StreamPlan> {
         let def = self.sink_table(table)?;
-        let query = self.insert_query(table, columns, query).await?;
+        let query = self.insert_query(table, columns, partition, query).await?;
         let logical = self.optimized(&query).await?;
         let mut plan = StreamPlan {
             logical_plan: logical.display_indent().to_string(),

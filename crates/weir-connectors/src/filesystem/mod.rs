@@ -3,6 +3,7 @@
 
 mod cdc;
 pub mod format;
+pub mod overwrite;
 mod sink;
 mod source;
 pub mod text;

@@ -50,7 +50,11 @@ fn is_hidden(path: &Path, root: &Path) -> bool {
 }
 
 /// The visible files at `root` (the file itself, or the files of the folder), sorted.
-async fn list_files(store: &dyn ObjectStore, root: &Path, location: &str) -> Result<Vec<Path>> {
+pub(super) async fn list_files(
+    store: &dyn ObjectStore,
+    root: &Path,
+    location: &str,
+) -> Result<Vec<Path>> {
     if let Ok(meta) = store.head(root).await {
         return Ok(vec![meta.location]);
     }

@@ -429,3 +429,85 @@ fn changelog_source_is_exactly_once_at_failpoints() {
         assert_same_rows(got, &expected, point);
     }
 }
+
+/// Window Top-N (over a window aggregate) and keep-first deduplication on a rowtime, which
+/// keep rows until the watermark makes them final and emit them append-only, killed and
+/// restored at another parallelism: the committed rows are those of an undisturbed run.
+#[test]
+fn window_top_n_and_rowtime_dedup_are_exactly_once_under_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Event time advances 1 s per 2000 rows: both runs generate at that rate.
+    let job = |out: &Path| {
+        format!(
+            "CREATE TABLE src (id BIGINT, k INT, ts TIMESTAMP(3), \
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'datagen', \
+             'rows-per-second' = '2000', 'fields.id.kind' = 'sequence', \
+             'fields.id.start' = '1', 'fields.id.end' = '12000', 'fields.k.min' = '0', \
+             'fields.k.max' = '9');\n\
+             CREATE TABLE top (window_start TIMESTAMP(3), k INT, n BIGINT, rn BIGINT) WITH \
+             ('connector' = 'filesystem', 'path' = '{top}', 'format' = 'csv');\n\
+             CREATE TABLE first (k INT, id BIGINT, ts TIMESTAMP(3)) WITH \
+             ('connector' = 'filesystem', 'path' = '{first}', 'format' = 'csv');\n\
+             INSERT INTO top SELECT window_start, k, n, rn FROM (\
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end \
+                                            ORDER BY n DESC, k) AS rn FROM (\
+                 SELECT window_start, window_end, k, COUNT(*) AS n \
+                 FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '1' SECOND)) \
+                 GROUP BY window_start, window_end, k)) WHERE rn <= 3;\n\
+             INSERT INTO first SELECT k, id, ts FROM (\
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) AS rn FROM src) \
+             WHERE rn = 1;",
+            top = out.join("top").display(),
+            first = out.join("first").display()
+        )
+    };
+    let reference = tmp.path().join("reference");
+    let s = write_script(tmp.path(), "reference.sql", &job(&reference));
+    run_ok(&[s.to_str().unwrap(), "-p", "1"]);
+    let lines = |dir: &Path| {
+        let mut l = committed_lines(&dir.join("top"));
+        l.extend(committed_lines(&dir.join("first")));
+        l.sort();
+        l
+    };
+    let expected = lines(&reference);
+    assert_eq!(committed_lines(&reference.join("first")).len(), 10);
+    assert!(committed_lines(&reference.join("top")).len() >= 3 * 5);
+
+    let out = tmp.path().join("out");
+    let s = write_script(tmp.path(), "job.sql", &job(&out));
+    let chk = tmp.path().join("chk");
+    let args = |p: &'static str| {
+        vec![
+            s.to_str().unwrap().to_string(),
+            "-p".into(),
+            p.into(),
+            "--checkpoint-dir".into(),
+            chk.to_str().unwrap().to_string(),
+            "--checkpoint-interval".into(),
+            "100 ms".into(),
+            "--restore".into(),
+            "latest".into(),
+        ]
+    };
+    // Killed while running at parallelism 2, 3, 1, 2, 3, 1 (each restore redistributes
+    // the waiting windows and the emitted keys), then run to the end at 2.
+    for (round, p) in ["2", "3", "1", "2", "3", "1"].into_iter().enumerate() {
+        let a = args(p);
+        let mut child = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+        std::thread::sleep(Duration::from_millis(500 + 150 * round as u64));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job finished before kill {round}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let a = args("2");
+    run_ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_same_rows(
+        lines(&out),
+        &expected,
+        "after 6 SIGKILLs at parallelism 2, 3 and 1",
+    );
+}

@@ -3,9 +3,9 @@
 //! positions, so the same script always yields the same uids and restores its state.
 
 use crate::operators::{
-    CalcOperatorFactory, GroupAggregateFactory, JoinOperatorFactory, LimitFactory,
-    SessionAggregateFactory, TopNFactory, UnionOperatorFactory, WatermarkAssignerFactory,
-    WindowAggregateFactory,
+    CalcOperatorFactory, FinalTopNFactory, GroupAggregateFactory, JoinOperatorFactory,
+    LimitFactory, SessionAggregateFactory, TopNFactory, UnionOperatorFactory,
+    WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -22,7 +22,7 @@ fn calc_label(steps: &[CalcStep]) -> String {
 fn keyed_vertex(
     graph: &mut JobGraph,
     uid: String,
-    factory: impl OperatorFactory + 'static,
+    factory: Arc<dyn OperatorFactory>,
     from: usize,
     keys: &[usize],
     parallelism: usize,
@@ -32,7 +32,7 @@ fn keyed_vertex(
         name: factory.name(),
         parallelism,
         source: None,
-        operators: vec![Arc::new(factory)],
+        operators: vec![factory],
     });
     graph.connect(from, v, Partitioning::Hash(keys.to_vec()), 0);
     v
@@ -196,7 +196,7 @@ pub async fn compile_into(
                 keyed_vertex(
                     graph,
                     uid("window-aggregate"),
-                    factory,
+                    Arc::new(factory),
                     from,
                     &partition,
                     default_parallelism,
@@ -221,7 +221,7 @@ pub async fn compile_into(
                 keyed_vertex(
                     graph,
                     uid("session-aggregate"),
-                    factory,
+                    Arc::new(factory),
                     vertex_of[*input],
                     &partition,
                     default_parallelism,
@@ -245,7 +245,7 @@ pub async fn compile_into(
                 keyed_vertex(
                     graph,
                     uid("group-aggregate"),
-                    factory,
+                    Arc::new(factory),
                     vertex_of[*input],
                     keys,
                     default_parallelism,
@@ -259,16 +259,28 @@ pub async fn compile_into(
                 row_number,
                 schema,
                 retract,
+                final_at,
             } => {
-                let factory = TopNFactory {
-                    partition: partition.clone(),
-                    order: order.clone(),
-                    limit: *limit,
-                    row_number: *row_number,
-                    input_schema: plan.output_schema(*input),
-                    schema: schema.clone(),
-                    state_ttl,
-                    retract: *retract,
+                let factory: Arc<dyn OperatorFactory> = match final_at {
+                    Some(at) => Arc::new(FinalTopNFactory {
+                        partition: partition.clone(),
+                        order: order.clone(),
+                        limit: *limit,
+                        row_number: *row_number,
+                        deadline: *at,
+                        input_schema: plan.output_schema(*input),
+                        schema: schema.clone(),
+                    }),
+                    None => Arc::new(TopNFactory {
+                        partition: partition.clone(),
+                        order: order.clone(),
+                        limit: *limit,
+                        row_number: *row_number,
+                        input_schema: plan.output_schema(*input),
+                        schema: schema.clone(),
+                        state_ttl,
+                        retract: *retract,
+                    }),
                 };
                 keyed_vertex(
                     graph,

@@ -117,6 +117,9 @@ pub enum PlanNode {
         schema: SchemaRef,
         /// The input is updating: every row is kept so retracted top rows can be replaced.
         retract: bool,
+        /// Window Top-N, window deduplication and keep-first deduplication on a rowtime:
+        /// each partition is emitted once, append-only, when it becomes final.
+        final_at: Option<FinalAt>,
     },
     /// Regular inner equi-join of two append-only inputs: every row is kept (keyed by the
     /// join columns) and joined with the rows of the other side that arrived before it.
@@ -214,6 +217,45 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
     }
 }
 
+/// When the partitions of an append-only Top-N become final (see
+/// [`PlanNode::TopN::final_at`]): when the watermark reaches the timestamp in `column` of a
+/// partition's best row plus `offset_ms`; `once_per_key` remembers emitted partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalAt {
+    pub column: usize,
+    pub offset_ms: i64,
+    pub once_per_key: bool,
+}
+
+/// The input column that column `col` of a Calc's output passes through unchanged, if it
+/// does (not computed).
+fn passed_through(steps: &[CalcStep], col: usize) -> Option<usize> {
+    use datafusion::physical_expr::expressions::Column;
+    let mut col = col;
+    for step in steps.iter().rev() {
+        if let CalcStep::Project { exprs, .. } = step {
+            col = exprs[col].downcast_ref::<Column>()?.index();
+        }
+    }
+    Some(col)
+}
+
+/// Whether column `col` of node `n` is a table's rowtime (the column of its `WATERMARK
+/// FOR`), directly or passed through projections, filters and unions.
+pub fn is_rowtime(nodes: &[PlanNode], n: usize, col: usize) -> bool {
+    match &nodes[n] {
+        PlanNode::Scan { table, .. } => table
+            .watermark
+            .as_ref()
+            .is_some_and(|(c, _)| table.schema.field(col).name() == c),
+        PlanNode::Calc { input, steps, .. } => {
+            passed_through(steps, col).is_some_and(|c| is_rowtime(nodes, *input, c))
+        }
+        PlanNode::Union { inputs, .. } => inputs.iter().all(|i| is_rowtime(nodes, *i, col)),
+        _ => false,
+    }
+}
+
 /// [`StreamPlan::updates`] over a plan under construction.
 pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
     {
@@ -240,6 +282,9 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             | PlanNode::WindowAggregate { .. }
             | PlanNode::SessionAggregate { .. } => None,
             PlanNode::GroupAggregate { .. } => Some("GroupAggregate"),
+            PlanNode::TopN {
+                final_at: Some(_), ..
+            } => None,
             PlanNode::TopN { limit: 1, .. } => Some("Deduplicate"),
             PlanNode::TopN { .. } => Some("TopN"),
             PlanNode::Calc { input, .. }
@@ -379,26 +424,13 @@ fn proctime_before(nodes: &[PlanNode], n: usize, steps: Option<usize>, col: usiz
 /// Whether column `col` of node `n` is an event-time attribute: a table's `WATERMARK FOR`
 /// column or a window bound, through projections, unions and joins.
 pub fn is_time_attribute(nodes: &[PlanNode], n: usize, col: usize) -> bool {
-    use datafusion::physical_expr::expressions::Column;
     if is_window_end(nodes, n, col) {
         return true;
     }
     match &nodes[n] {
-        PlanNode::Scan { table, .. } => table
-            .watermark
-            .as_ref()
-            .is_some_and(|(c, _)| table.schema.field(col).name() == c),
+        PlanNode::Scan { .. } => is_rowtime(nodes, n, col),
         PlanNode::Calc { input, steps, .. } => {
-            let mut col = col;
-            for step in steps.iter().rev() {
-                if let CalcStep::Project { exprs, .. } = step {
-                    match exprs[col].downcast_ref::<Column>() {
-                        Some(c) => col = c.index(),
-                        None => return false,
-                    }
-                }
-            }
-            is_time_attribute(nodes, *input, col)
+            passed_through(steps, col).is_some_and(|c| is_time_attribute(nodes, *input, c))
         }
         PlanNode::Union { inputs, .. } => inputs.iter().all(|i| is_time_attribute(nodes, *i, col)),
         PlanNode::Join {

@@ -1497,6 +1497,34 @@ impl Planner {
             .collect::<Result<Vec<_>>>()?;
         let input = self.translate_into_node(&w.input, nodes)?;
         let retract = crate::plan::updates_in(nodes, input).is_some();
+        // As Flink: over an append-only input, a Top-N partitioned by a window (window
+        // Top-N, window deduplication) and a keep-first deduplication on a rowtime emit
+        // each partition once, when the watermark makes it final.
+        let final_at = if retract {
+            None
+        } else if let Some(end) = partition
+            .iter()
+            .find(|c| crate::plan::is_window_end(nodes, input, **c))
+        {
+            Some(crate::plan::FinalAt {
+                column: *end,
+                offset_ms: -1,
+                once_per_key: false,
+            })
+        } else {
+            match order.as_slice() {
+                [(c, o)]
+                    if limit == 1 && !o.descending && crate::plan::is_rowtime(nodes, input, *c) =>
+                {
+                    Some(crate::plan::FinalAt {
+                        column: *c,
+                        offset_ms: 0,
+                        once_per_key: true,
+                    })
+                }
+                _ => None,
+            }
+        };
         let schema = if rank_used {
             Arc::new(w.schema.as_arrow().clone())
         } else {
@@ -1510,6 +1538,7 @@ impl Planner {
             row_number: rank_used,
             schema,
             retract,
+            final_at,
         });
         // The other conditions read the window's columns; without the row number those
         // are the input's, at the same positions.

@@ -5,6 +5,7 @@
 
 mod aggregate;
 mod calc;
+mod final_top_n;
 mod group_aggregate;
 mod join;
 mod keys;
@@ -17,6 +18,7 @@ mod watermark_assigner;
 mod window_aggregate;
 
 pub use calc::{CalcOperator, CalcOperatorFactory};
+pub use final_top_n::{Deadline, FinalTopNFactory};
 pub use group_aggregate::GroupAggregateFactory;
 pub use join::JoinOperatorFactory;
 pub use limit::LimitFactory;

@@ -26,6 +26,8 @@ pub enum Format {
     /// Flink's `canal-json` and `maxwell-json` (read only): changelogs.
     CanalJson(JsonOptions),
     MaxwellJson(JsonOptions),
+    /// Flink's `raw`: one `STRING` or `BYTES` column, one value per line.
+    Raw,
 }
 
 /// The `csv.*` options.
@@ -205,9 +207,20 @@ impl Format {
                 "maxwell-json",
             )?)),
             "csv" => Ok(Format::Csv(CsvOptions::from_options(options)?)),
+            "raw" => {
+                if let Some(c) = options.get("raw.charset")
+                    && !c.eq_ignore_ascii_case("UTF-8")
+                {
+                    return Err(Error::config(format!(
+                        "table '{}': 'raw.charset' '{c}' is not supported (UTF-8 is)",
+                        options.table
+                    )));
+                }
+                Ok(Format::Raw)
+            }
             other => Err(Error::config(format!(
                 "table '{}': unknown format '{other}'; supported formats: parquet, csv, json, \
-                 debezium-json, canal-json, maxwell-json",
+                 debezium-json, canal-json, maxwell-json, raw",
                 options.table
             ))),
         }
@@ -217,6 +230,7 @@ impl Format {
         match self {
             Format::Parquet => "parquet",
             Format::Csv(_) => "csv",
+            Format::Raw => "txt",
             Format::Json(_)
             | Format::DebeziumJson(_)
             | Format::CanalJson(_)
@@ -251,7 +265,65 @@ impl Format {
             Format::CanalJson(o) => super::cdc::decode(Cdc::Canal, o, name, &bytes, schema),
             Format::MaxwellJson(o) => super::cdc::decode(Cdc::Maxwell, o, name, &bytes, schema),
             Format::Json(o) => decode_json(o, name, &bytes, schema),
+            Format::Raw => decode_raw(name, &bytes, schema),
         }
+    }
+}
+
+/// The one column of a `raw` table: whether it is text (else bytes).
+fn raw_column(schema: &SchemaRef) -> Result<bool> {
+    use arrow::datatypes::DataType;
+    match schema.fields().as_ref() {
+        [f] if f.data_type() == &DataType::Utf8 => Ok(true),
+        [f] if f.data_type() == &DataType::Binary => Ok(false),
+        _ => Err(Error::config(
+            "format 'raw' needs exactly one STRING or BYTES column",
+        )),
+    }
+}
+
+/// `raw`: each line (without its `\n`) is one value; an empty last line is no value.
+fn decode_raw(name: &str, bytes: &[u8], schema: &SchemaRef) -> Result<Decoded> {
+    let text = raw_column(schema)?;
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let lines: Vec<&[u8]> = if bytes.is_empty() {
+        Vec::new()
+    } else {
+        body.split(|b| *b == b'\n').collect()
+    };
+    let column: ArrayRef = if text {
+        let mut values = Vec::with_capacity(lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            values.push(std::str::from_utf8(line).map_err(|e| {
+                Error::input(format!(
+                    "cannot read '{name}': line {}: not UTF-8: {e}",
+                    i + 1
+                ))
+            })?);
+        }
+        Arc::new(arrow::array::StringArray::from(values))
+    } else {
+        Arc::new(arrow::array::BinaryArray::from(lines))
+    };
+    Ok(Decoded {
+        batches: vec![RecordBatch::try_new(schema.clone(), vec![column])?],
+        skipped: Skipped::default(),
+    })
+}
+
+/// `raw` output: each value and a `\n` (NULL: an empty line).
+fn raw_lines(batch: &RecordBatch, out: &mut Vec<u8>) {
+    let column = batch.column(0);
+    for i in 0..batch.num_rows() {
+        if !column.is_null(i) {
+            match column.data_type() {
+                arrow::datatypes::DataType::Utf8 => {
+                    out.extend_from_slice(column.as_string::<i32>().value(i).as_bytes())
+                }
+                _ => out.extend_from_slice(column.as_binary::<i32>().value(i)),
+            }
+        }
+        out.push(b'\n');
     }
 }
 
@@ -642,6 +714,13 @@ impl PartEncoder {
                     out,
                 }
             }
+            Format::Raw => {
+                raw_column(schema)?;
+                PartEncoder::Text {
+                    format: Format::Raw,
+                    out: Vec::new(),
+                }
+            }
             Format::Json(_) | Format::DebeziumJson(_) => PartEncoder::Text {
                 format: format.clone(),
                 out: Vec::new(),
@@ -672,6 +751,7 @@ impl PartEncoder {
             PartEncoder::Parquet(w) => w.write(batch).map_err(parquet_error)?,
             PartEncoder::Text { format, out } => match format {
                 Format::Csv(o) => text::csv_lines(batch, o.layout, false, &o.text, out)?,
+                Format::Raw => raw_lines(batch, out),
                 Format::Json(o) => text::json_lines(batch, &o.text, out)?,
                 Format::DebeziumJson(o) => text::json_lines(&debezium(batch)?, &o.text, out)?,
                 Format::Parquet | Format::CanalJson(_) | Format::MaxwellJson(_) => {

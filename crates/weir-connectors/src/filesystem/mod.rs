@@ -40,6 +40,8 @@ macro_rules! file_options {
             "canal-json.timestamp-format.standard",
             "maxwell-json.ignore-parse-errors",
             "maxwell-json.timestamp-format.standard",
+            "raw.charset",
+            "raw.endianness",
             "debezium-json.map-null-key.mode",
             "debezium-json.map-null-key.literal",
             "s3.access-key",

@@ -391,10 +391,28 @@ fn collect<'a>(
     Ok(Some(Json::Array(found)))
 }
 
+/// The parsed path of each row; a path is usually one literal, parsed once.
+#[derive(Default)]
+struct Paths {
+    last: Option<(String, std::result::Result<Path, String>)>,
+}
+
+impl Paths {
+    fn get(&mut self, text: &str) -> &std::result::Result<Path, String> {
+        if self.last.as_ref().is_none_or(|(t, _)| t != text) {
+            self.last = Some((text.to_string(), parse_path(text)));
+        }
+        &self.last.as_ref().expect("just set").1
+    }
+}
+
 /// Parses `doc` and selects `path` in it; the error is Flink's "error" case (bad JSON,
 /// bad path, strict-mode miss).
-fn query(doc: &str, path: &str) -> std::result::Result<Option<Json>, String> {
-    let path = parse_path(path)?;
+fn query(
+    doc: &str,
+    path: &std::result::Result<Path, String>,
+) -> std::result::Result<Option<Json>, String> {
+    let path = path.as_ref().map_err(String::clone)?;
     let v = parse(doc)?;
     select(&v, &path.steps, path.strict)
 }
@@ -577,13 +595,14 @@ fn json_value(args: ScalarFunctionArgs) -> Result<ColumnarValue> {
     let on_error = OnBehavior::parse(&literal_text(a, 5, "ON ERROR")?)?;
     let n = num_rows(&args);
     let cols = rows_of(a, n)?;
+    let mut paths = Paths::default();
     let mut out = StringBuilder::new();
     for i in 0..n {
         let (Some(doc), Some(path)) = (text_at(&cols[0], i), text_at(&cols[1], i)) else {
             out.append_null();
             continue;
         };
-        let v = match query(&doc, &path) {
+        let v = match query(&doc, paths.get(&path)) {
             Err(e) => match on_error {
                 OnBehavior::Error => return exec_err!("JSON_VALUE: {e} in '{doc}'"),
                 OnBehavior::Default => text_at(&cols[6], i),
@@ -624,6 +643,7 @@ fn json_query(args: ScalarFunctionArgs) -> Result<ColumnarValue> {
     let on_error = OnBehavior::parse(&literal_text(a, 4, "ON ERROR")?)?;
     let n = num_rows(&args);
     let cols = rows_of(&a[..2], n)?;
+    let mut paths = Paths::default();
     let mut out = StringBuilder::new();
     let fallback = |behavior: OnBehavior, what: &str| -> Result<Option<String>> {
         match behavior {
@@ -638,8 +658,9 @@ fn json_query(args: ScalarFunctionArgs) -> Result<ColumnarValue> {
             out.append_null();
             continue;
         };
-        let strict = parse_path(&path).is_ok_and(|p| p.strict);
-        let v = match query(&doc, &path) {
+        let parsed = paths.get(&path);
+        let strict = parsed.as_ref().is_ok_and(|p| p.strict);
+        let v = match query(&doc, parsed) {
             Err(e) => fallback(on_error, &format!("{e} in '{doc}'"))?,
             Ok(found) => {
                 let wrapped = match (wrapper.as_str(), found) {
@@ -673,13 +694,14 @@ fn json_exists(args: ScalarFunctionArgs) -> Result<ColumnarValue> {
     };
     let n = num_rows(&args);
     let cols = rows_of(&a[..2], n)?;
+    let mut paths = Paths::default();
     let mut out = BooleanBuilder::new();
     for i in 0..n {
         let (Some(doc), Some(path)) = (text_at(&cols[0], i), text_at(&cols[1], i)) else {
             out.append_null();
             continue;
         };
-        match query(&doc, &path) {
+        match query(&doc, paths.get(&path)) {
             Ok(v) => out.append_value(v.is_some_and(|v| v != Json::Null)),
             Err(e) => match on_error.as_str() {
                 "TRUE" => out.append_value(true),
@@ -853,7 +875,7 @@ mod tests {
     #[test]
     fn paths_select_lax_and_strict() {
         let doc = r#"{"a": {"b": [10, {"c": "x"}]}, "a.b": 5}"#;
-        let get = |p: &str| query(doc, p).map(|v| v.map(|v| to_text(&v)));
+        let get = |p: &str| query(doc, &parse_path(p)).map(|v| v.map(|v| to_text(&v)));
         assert_eq!(get("$.a.b[0]").unwrap().as_deref(), Some("10"));
         assert_eq!(get("$.a.b[-1].c").unwrap().as_deref(), Some("\"x\""));
         assert_eq!(get("$['a.b']").unwrap().as_deref(), Some("5"));

@@ -617,14 +617,14 @@ fn decode_bytes(b: &[u8], c: Charset) -> String {
     }
 }
 
-/// The charset of row `i` (NULL: `None`).
-fn charset_at(a: &ArrayRef, i: usize) -> Result<Option<Charset>> {
+/// The charset of every row (NULL: `None`), the names read once.
+fn charsets(a: &ArrayRef) -> Result<Vec<Option<Charset>>> {
     let names = arrow::compute::cast(a, &DataType::Utf8)?;
-    let names = names.as_string::<i32>();
-    if names.is_null(i) {
-        return Ok(None);
-    }
-    charset(names.value(i)).map(Some)
+    names
+        .as_string::<i32>()
+        .iter()
+        .map(|n| n.map(charset).transpose())
+        .collect()
 }
 
 /// `ENCODE(text, charset)`: the text's bytes in that charset (a BINARY).
@@ -632,8 +632,8 @@ fn encode(a: &[ArrayRef], _: &ScalarFunctionArgs) -> Result<ArrayRef> {
     let text = arrow::compute::cast(&a[0], &DataType::Utf8)?;
     let text = text.as_string::<i32>();
     let mut out = BinaryBuilder::new();
-    for i in 0..text.len() {
-        match charset_at(&a[1], i)? {
+    for (i, c) in charsets(&a[1])?.into_iter().enumerate() {
+        match c {
             Some(c) if !text.is_null(i) => out.append_value(encode_text(text.value(i), c)),
             _ => out.append_null(),
         }
@@ -645,8 +645,8 @@ fn encode(a: &[ArrayRef], _: &ScalarFunctionArgs) -> Result<ArrayRef> {
 fn decode(a: &[ArrayRef], _: &ScalarFunctionArgs) -> Result<ArrayRef> {
     let bytes = bytes_of(&a[0])?;
     let mut out = StringBuilder::new();
-    for i in 0..bytes.len() {
-        match charset_at(&a[1], i)? {
+    for (i, c) in charsets(&a[1])?.into_iter().enumerate() {
+        match c {
             Some(c) if !bytes.is_null(i) => out.append_value(decode_bytes(bytes.value(i), c)),
             _ => out.append_null(),
         }

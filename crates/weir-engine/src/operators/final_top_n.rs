@@ -20,7 +20,7 @@ use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMillisecondType};
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use weir_common::changelog;
 use weir_common::{CheckpointId, Error, Result};
@@ -99,6 +99,7 @@ impl OperatorFactory for FinalTopNFactory {
                     .collect(),
             )?,
             waiting: HashMap::new(),
+            by_deadline: BTreeSet::new(),
             emitted: HashSet::new(),
             watermark: i64::MIN,
             max_parallelism: task.max_parallelism,
@@ -126,6 +127,9 @@ struct FinalTopN {
     full_rows: RowConverter,
     /// Each waiting partition's best rows, best first (ties in arrival order).
     waiting: HashMap<OwnedRow, Vec<Waiting>>,
+    /// The waiting partitions by deadline (their best row's), so that a watermark visits
+    /// only the partitions it makes final.
+    by_deadline: BTreeSet<(i64, OwnedRow)>,
     /// Partitions already emitted (keep-first deduplication), with their emitted row.
     emitted: HashSet<OwnedRow>,
     watermark: i64,
@@ -177,6 +181,13 @@ impl FinalTopN {
             if at >= self.limit {
                 continue;
             }
+            if at == 0 {
+                // A new best row: the partition's deadline is its.
+                if let Some(old) = top.first() {
+                    self.by_deadline.remove(&(old.deadline, key.owned()));
+                }
+                self.by_deadline.insert((deadline, key.owned()));
+            }
             top.insert(
                 at,
                 Waiting {
@@ -192,12 +203,12 @@ impl FinalTopN {
 
     /// Emits the partitions that are final at `watermark`.
     fn fire(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
-        let due: Vec<OwnedRow> = self
-            .waiting
-            .iter()
-            .filter(|(_, top)| top.first().is_some_and(|w| w.deadline <= watermark))
-            .map(|(k, _)| k.clone())
-            .collect();
+        let mut due = Vec::new();
+        while let Some(first) = self.by_deadline.first()
+            && first.0 <= watermark
+        {
+            due.push(self.by_deadline.pop_first().expect("first").1);
+        }
         if due.is_empty() {
             return Ok(());
         }

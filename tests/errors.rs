@@ -596,3 +596,42 @@ fn metadata_column_mistakes_are_named() {
         &["connector 'datagen' has no metadata"],
     );
 }
+
+/// An ARRAY field of a csv file whose element does not parse is an error naming line and
+/// column (it became an array holding a NULL), and NULL with `csv.ignore-parse-errors`.
+#[test]
+fn csv_array_elements_that_do_not_parse_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("in.csv");
+    std::fs::write(&data, "1,1;2\n2,1;x\n").unwrap();
+    let table = |lenient: bool| {
+        format!(
+            "SET 'execution.runtime-mode' = 'batch';\n\
+             CREATE TABLE a (id INT, arr ARRAY<INT>) WITH ('connector' = 'filesystem', \
+             'path' = '{}', 'format' = 'csv', 'csv.ignore-parse-errors' = '{lenient}');\n\
+             SELECT id, arr IS NULL AS missing FROM a;",
+            data.display()
+        )
+    };
+    fails_with(
+        &table(false),
+        &[
+            "in.csv",
+            "line 2, column 'arr': cannot parse '1;x' as ARRAY<INT>",
+        ],
+    );
+    let s = write_script(tmp.path(), "lenient.sql", &table(true));
+    let out = run(&[s.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    let rows: Vec<String> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| "))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        rows,
+        ["| id | missing |", "| 1 | false |", "| 2 | true |"],
+        "{stdout}"
+    );
+}

@@ -425,41 +425,45 @@ fn typed_columns(
         safe: false,
         ..Default::default()
     };
+    let convert = |text: &ArrayRef, target: &DataType| match target {
+        DataType::Utf8 => Ok(text.clone()),
+        DataType::List(element) => split_list(text, &o.text.array_delimiter, element, &strict),
+        _ => arrow::compute::cast_with_options(text, target, &strict),
+    };
     let mut columns = Vec::with_capacity(texts.len());
     for (text, field) in texts.iter().zip(schema.fields()) {
         let target = field.data_type();
-        let converted = match target {
-            DataType::Utf8 => Ok(text.clone()),
-            DataType::List(element) => split_list(text, &o.text.array_delimiter, element, &strict),
-            _ => arrow::compute::cast_with_options(text, target, &strict),
-        };
-        match converted {
-            Ok(c) => columns.push(c),
-            Err(_) => {
-                // Find the first value that does not convert, to name it.
-                let lenient = arrow::compute::cast(text, target)?;
-                let strings = text.as_string::<i32>();
-                for (i, line) in lines.iter().enumerate() {
-                    if lenient.is_null(i) && !text.is_null(i) {
-                        let why = || {
-                            format!(
-                                "line {}, column '{}': cannot parse '{}' as {}",
-                                line,
-                                field.name(),
-                                strings.value(i),
-                                sql_type(target)
-                            )
-                        };
-                        if !o.ignore_parse_errors {
-                            return Err(Error::input(format!("cannot read '{name}': {}", why())));
-                        }
-                        skipped.add(*line, why);
+        if let Ok(c) = convert(text, target) {
+            columns.push(c);
+            continue;
+        }
+        // Row by row, to name the first value that does not convert (and, ignoring
+        // parse errors, to make each such field NULL).
+        let strings = text.as_string::<i32>();
+        let mut rows = Vec::with_capacity(text.len());
+        for (i, line) in lines.iter().enumerate() {
+            match convert(&text.slice(i, 1), target) {
+                Ok(v) => rows.push(v),
+                Err(_) => {
+                    let why = || {
+                        format!(
+                            "line {}, column '{}': cannot parse '{}' as {}",
+                            line,
+                            field.name(),
+                            strings.value(i),
+                            sql_type(target)
+                        )
+                    };
+                    if !o.ignore_parse_errors {
+                        return Err(Error::input(format!("cannot read '{name}': {}", why())));
                     }
+                    skipped.add(*line, why);
+                    rows.push(arrow::array::new_null_array(target, 1));
                 }
-                // Ignoring parse errors: the fields that do not convert are NULL.
-                columns.push(lenient);
             }
         }
+        let rows: Vec<&dyn Array> = rows.iter().map(|r| r.as_ref()).collect();
+        columns.push(arrow::compute::concat(&rows)?);
     }
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
@@ -477,6 +481,7 @@ fn sql_type(t: &arrow::datatypes::DataType) -> String {
         Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
         Date32 => "DATE".into(),
         Timestamp(..) => "TIMESTAMP".into(),
+        List(f) => format!("ARRAY<{}>", sql_type(f.data_type())),
         other => other.to_string(),
     }
 }
@@ -565,6 +570,13 @@ fn decode_one(text: &[u8], schema: &SchemaRef) -> Option<RecordBatch> {
 
 fn decode_json_leniently(bytes: &Bytes, schema: &SchemaRef) -> Result<Decoded> {
     let mut out = Decoded::default();
+    let nullable = Arc::new(arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ));
     let mut rows = Vec::new();
     for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.iter().all(|b| b.is_ascii_whitespace()) {
@@ -598,14 +610,7 @@ fn decode_json_leniently(bytes: &Bytes, schema: &SchemaRef) -> Result<Decoded> {
                 }
             }
         }
-        let nullable = Arc::new(arrow::datatypes::Schema::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone().with_nullable(true))
-                .collect::<Vec<_>>(),
-        ));
-        let row = RecordBatch::try_new(nullable, columns)?;
+        let row = RecordBatch::try_new(nullable.clone(), columns)?;
         rows.push(
             RecordBatch::try_new(schema.clone(), row.columns().to_vec())
                 .map_err(|e| Error::input(format!("line {}: {e}", i + 1)))?,

@@ -146,16 +146,24 @@ fn scalar(a: &ArrayRef, i: usize, o: &TextOptions) -> Result<Option<Text>> {
                 fraction(nanos)
             ))
         }
-        DataType::Time32(_) | DataType::Time64(_) => {
-            let text = arrow::compute::cast(&a.slice(i, 1), &DataType::Utf8)?;
-            let text = text.as_string::<i32>().value(0);
-            let (hms, frac) = text.split_once('.').unwrap_or((text, ""));
-            let frac = frac.trim_end_matches('0');
-            Text::Str(if frac.is_empty() {
-                hms.to_string()
-            } else {
-                format!("{hms}.{frac}")
-            })
+        DataType::Time32(unit) | DataType::Time64(unit) => {
+            use arrow::datatypes::{
+                Time32MillisecondType, Time32SecondType, Time64MicrosecondType,
+                Time64NanosecondType,
+            };
+            let t = match unit {
+                TimeUnit::Second => a.as_primitive::<Time32SecondType>().value_as_time(i),
+                TimeUnit::Millisecond => a.as_primitive::<Time32MillisecondType>().value_as_time(i),
+                TimeUnit::Microsecond => a.as_primitive::<Time64MicrosecondType>().value_as_time(i),
+                TimeUnit::Nanosecond => a.as_primitive::<Time64NanosecondType>().value_as_time(i),
+            }
+            .ok_or_else(|| Error::input("a TIME value is out of range"))?;
+            use chrono::Timelike;
+            Text::Str(format!(
+                "{}{}",
+                t.format("%H:%M:%S"),
+                fraction(t.nanosecond())
+            ))
         }
         other => {
             return Err(Error::input(format!(

@@ -2,29 +2,10 @@
 //! `DROP [TEMPORARY] TABLE|VIEW`, the Flink statements Weir refuses with a reason
 //! (`LOAD MODULE`, `ADD JAR`, …), and the names of Flink features a parse error met.
 
-use crate::parser::WeirStatement;
+use crate::parser::{WeirStatement, eat_words, peek_word, word_is};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Location, Token, Tokenizer};
-
-fn word_is(tok: &Token, word: &str) -> bool {
-    matches!(tok, Token::Word(w) if w.value.eq_ignore_ascii_case(word) && w.quote_style.is_none())
-}
-
-fn peek_is(p: &Parser, n: usize, word: &str) -> bool {
-    word_is(&p.peek_nth_token(n).token, word)
-}
-
-fn eat(p: &mut Parser, words: &[&str]) -> bool {
-    if words.iter().enumerate().all(|(i, w)| peek_is(p, i, w)) {
-        for _ in words {
-            p.next_token();
-        }
-        true
-    } else {
-        false
-    }
-}
 
 fn error_at(message: impl std::fmt::Display, at: Location) -> ParserError {
     ParserError::ParserError(format!("{message}{at}"))
@@ -32,9 +13,9 @@ fn error_at(message: impl std::fmt::Display, at: Location) -> ParserError {
 
 /// `[TEMPORARY [SYSTEM]]` after CREATE/DROP: how many words, and whether there.
 fn temporary_words(p: &Parser, from: usize) -> usize {
-    if !peek_is(p, from, "TEMPORARY") {
+    if !peek_word(p, from, "TEMPORARY") {
         0
-    } else if peek_is(p, from + 1, "SYSTEM") {
+    } else if peek_word(p, from + 1, "SYSTEM") {
         2
     } else {
         1
@@ -44,8 +25,8 @@ fn temporary_words(p: &Parser, from: usize) -> usize {
 /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION …` or `DROP [TEMPORARY [SYSTEM]] FUNCTION|TABLE|
 /// VIEW …`, when the statement is one of these.
 pub fn parse(p: &mut Parser) -> Option<Result<WeirStatement, ParserError>> {
-    let create = peek_is(p, 0, "CREATE");
-    if !create && !peek_is(p, 0, "DROP") {
+    let create = peek_word(p, 0, "CREATE");
+    if !create && !peek_word(p, 0, "DROP") {
         return None;
     }
     let temporary = temporary_words(p, 1);
@@ -70,9 +51,9 @@ pub fn parse(p: &mut Parser) -> Option<Result<WeirStatement, ParserError>> {
 }
 
 fn create_function(p: &mut Parser) -> Result<WeirStatement, ParserError> {
-    let if_not_exists = eat(p, &["IF", "NOT", "EXISTS"]);
+    let if_not_exists = eat_words(p, &["IF", "NOT", "EXISTS"]);
     let name = p.parse_object_name(false)?.to_string();
-    if !eat(p, &["AS"]) {
+    if !eat_words(p, &["AS"]) {
         return p.expected("AS 'identifier' after the function name", p.peek_token());
     }
     let at = p.peek_token();
@@ -81,7 +62,7 @@ fn create_function(p: &mut Parser) -> Result<WeirStatement, ParserError> {
         _ => return p.expected("the function's identifier as a quoted string", at),
     };
     p.next_token();
-    if eat(p, &["LANGUAGE"]) {
+    if eat_words(p, &["LANGUAGE"]) {
         let language = p.next_token();
         match &language.token {
             Token::Word(w)
@@ -96,7 +77,7 @@ fn create_function(p: &mut Parser) -> Result<WeirStatement, ParserError> {
             _ => return p.expected("JAVA, SCALA or PYTHON after LANGUAGE", language),
         }
     }
-    if peek_is(p, 0, "USING") {
+    if peek_word(p, 0, "USING") {
         return Err(error_at(
             "CREATE FUNCTION … USING JAR: Weir cannot load JARs; register a Rust function \
              through the library (Engine::register_udf) and bind it by name",
@@ -111,7 +92,7 @@ fn create_function(p: &mut Parser) -> Result<WeirStatement, ParserError> {
 }
 
 fn drop_object(p: &mut Parser, kind: &Token) -> Result<WeirStatement, ParserError> {
-    let if_exists = eat(p, &["IF", "EXISTS"]);
+    let if_exists = eat_words(p, &["IF", "EXISTS"]);
     let name = p.parse_object_name(false)?.to_string();
     Ok(if word_is(kind, "FUNCTION") {
         WeirStatement::DropFunction { name, if_exists }
@@ -125,7 +106,7 @@ fn drop_object(p: &mut Parser, kind: &Token) -> Result<WeirStatement, ParserErro
 /// Flink statements Weir refuses, with the reason, when the statement starts with one.
 pub fn refused(p: &Parser) -> Option<ParserError> {
     let at = p.peek_token().span.start;
-    let starts = |words: &[&str]| words.iter().enumerate().all(|(i, w)| peek_is(p, i, w));
+    let starts = |words: &[&str]| words.iter().enumerate().all(|(i, w)| peek_word(p, i, w));
     let why = if starts(&["LOAD", "MODULE"]) || starts(&["UNLOAD", "MODULE"]) {
         "LOAD/UNLOAD MODULE: Weir has no module system; Flink's built-in functions are always \
          there and more are registered through the library (Engine::register_udf)"

@@ -6,6 +6,7 @@
 //! constructor `MAP[k1, v1, k2, v2, …]`.
 
 use crate::flink_json::OnBehavior;
+use crate::parser::{eat_words, peek_word};
 use sqlparser::ast::{
     CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
     FunctionArguments, Ident, ObjectName, UnaryOperator, Value,
@@ -14,22 +15,6 @@ use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Token;
 
 type Parsed = Result<Expr, ParserError>;
-
-fn peek_word(p: &Parser, n: usize, w: &str) -> bool {
-    matches!(&p.peek_nth_token(n).token, Token::Word(x) if x.value.eq_ignore_ascii_case(w))
-}
-
-/// Consumes `words` when the next tokens are exactly these words.
-fn eat_words(p: &mut Parser, words: &[&str]) -> bool {
-    if words.iter().enumerate().all(|(i, w)| peek_word(p, i, w)) {
-        for _ in words {
-            p.next_token();
-        }
-        true
-    } else {
-        false
-    }
-}
 
 fn text(s: &str) -> Expr {
     Expr::value(Value::SingleQuotedString(s.to_string()))

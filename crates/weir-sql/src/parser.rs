@@ -266,8 +266,26 @@ pub struct Located {
     pub location: SqlLocation,
 }
 
-fn word_is(tok: &Token, word: &str) -> bool {
+/// Whether `tok` is the unquoted word `word` (any case).
+pub(crate) fn word_is(tok: &Token, word: &str) -> bool {
     matches!(tok, Token::Word(w) if w.value.eq_ignore_ascii_case(word) && w.quote_style.is_none())
+}
+
+/// Whether the `n`-th next token is the unquoted word `word`.
+pub(crate) fn peek_word(p: &Parser, n: usize, word: &str) -> bool {
+    word_is(&p.peek_nth_token(n).token, word)
+}
+
+/// Consumes `words` when the next tokens are exactly these words.
+pub(crate) fn eat_words(p: &mut Parser, words: &[&str]) -> bool {
+    if words.iter().enumerate().all(|(i, w)| peek_word(p, i, w)) {
+        for _ in words {
+            p.next_token();
+        }
+        true
+    } else {
+        false
+    }
 }
 
 fn object_name(name: &ObjectName) -> String {

@@ -422,7 +422,9 @@ fn changelog_source_is_exactly_once_at_failpoints() {
             "--restore",
             "latest",
         ];
-        crash_at(&args, point);
+        // 40 files at 10 ms each keep the job running past several checkpoints.
+        let slow = format!("{point},before-file-read=sleep:10");
+        crash_at(&args, &slow);
         run_ok(&args);
         let mut got = committed_lines(&out);
         got.sort();

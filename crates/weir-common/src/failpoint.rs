@@ -1,21 +1,37 @@
 //! Crash points for the crash-test harness.
 //!
 //! `WEIR_FAILPOINTS="name=N,other=M"` makes the process abort (like a SIGKILL: no
-//! destructor, no flush) the `N`-th time execution passes `failpoint("name")`. The
-//! variable is meant for tests only; without it a failpoint costs one atomic load.
+//! destructor, no flush) the `N`-th time execution passes `failpoint("name")`.
+//! `name=sleep:MS` instead slows every pass of `failpoint_delay("name")` down by `MS`
+//! milliseconds, so that a small test job is still running when a later crash point is
+//! reached. The variable is meant for tests only; without it a failpoint costs one atomic
+//! load.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
-fn armed() -> &'static Option<Mutex<HashMap<String, u64>>> {
-    static ARMED: OnceLock<Option<Mutex<HashMap<String, u64>>>> = OnceLock::new();
+enum Action {
+    /// Abort when the countdown reaches zero.
+    Abort(u64),
+    /// Delay every pass.
+    Sleep(Duration),
+}
+
+fn armed() -> &'static Option<Mutex<HashMap<String, Action>>> {
+    static ARMED: OnceLock<Option<Mutex<HashMap<String, Action>>>> = OnceLock::new();
     ARMED.get_or_init(|| {
         let spec = std::env::var("WEIR_FAILPOINTS").ok()?;
         let map = spec
             .split(',')
             .filter_map(|p| {
-                let (name, n) = p.split_once('=')?;
-                Some((name.trim().to_string(), n.trim().parse().ok()?))
+                let (name, action) = p.split_once('=')?;
+                let action = action.trim();
+                let action = match action.strip_prefix("sleep:") {
+                    Some(ms) => Action::Sleep(Duration::from_millis(ms.parse().ok()?)),
+                    None => Action::Abort(action.parse().ok()?),
+                };
+                Some((name.trim().to_string(), action))
             })
             .collect();
         Some(Mutex::new(map))
@@ -26,11 +42,22 @@ fn armed() -> &'static Option<Mutex<HashMap<String, u64>>> {
 pub fn failpoint(name: &str) {
     let Some(points) = armed() else { return };
     let mut points = points.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(n) = points.get_mut(name) {
+    if let Some(Action::Abort(n)) = points.get_mut(name) {
         *n = n.saturating_sub(1);
         if *n == 0 {
             eprintln!("weir: failpoint '{name}' reached: aborting the process");
             std::process::abort();
         }
+    }
+}
+
+/// How long the caller should wait at the delay point `name` (`name=sleep:MS`); the
+/// caller sleeps on its own runtime so that no worker thread is blocked.
+pub fn failpoint_delay(name: &str) -> Option<Duration> {
+    let points = armed().as_ref()?;
+    let points = points.lock().unwrap_or_else(|e| e.into_inner());
+    match points.get(name) {
+        Some(Action::Sleep(d)) => Some(*d),
+        _ => None,
     }
 }

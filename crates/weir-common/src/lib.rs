@@ -17,7 +17,7 @@ pub mod redact;
 pub use changelog::RowKind;
 pub use config::{Config, RuntimeMode};
 pub use error::{Error, Result, SqlLocation};
-pub use failpoint::failpoint;
+pub use failpoint::{failpoint, failpoint_delay};
 pub use ids::{CheckpointId, JobId};
 pub use options::ConnectorOptions;
 

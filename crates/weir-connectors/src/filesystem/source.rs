@@ -373,6 +373,9 @@ impl Source for FileSource {
                     },
                 }
             };
+            if let Some(delay) = weir_common::failpoint_delay("before-file-read") {
+                tokio::time::sleep(delay).await;
+            }
             let path = Path::from(split.file.as_str());
             let shown = format!("{}{}", self.shown_root, split.file);
             let read_error =

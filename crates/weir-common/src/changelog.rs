@@ -55,11 +55,14 @@ impl RowKind {
 /// changelog source.
 pub const CHANGELOG_FORMATS: &[&str] = &["debezium-json", "canal-json", "maxwell-json"];
 
-/// Whether a table with these options is read as a changelog.
+/// Whether a table with these options is read as a changelog (its `format`, or the
+/// `value.format` of a Kafka table, is a changelog format).
 pub fn is_changelog_source(options: &crate::ConnectorOptions) -> bool {
-    options
-        .get("format")
-        .is_some_and(|f| CHANGELOG_FORMATS.contains(&f.to_ascii_lowercase().as_str()))
+    ["format", "value.format"].iter().any(|key| {
+        options
+            .get(key)
+            .is_some_and(|f| CHANGELOG_FORMATS.contains(&f.to_ascii_lowercase().as_str()))
+    })
 }
 
 /// The field of [`OP_COLUMN`].

@@ -8,6 +8,7 @@
 pub mod blackhole;
 pub mod datagen;
 pub mod filesystem;
+pub mod kafka;
 pub mod memory;
 pub mod nexmark;
 pub mod print;
@@ -27,6 +28,7 @@ pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
         filesystem::SOURCE_OPTIONS,
         filesystem::SINK_OPTIONS,
     ),
+    ("kafka", kafka::SOURCE_OPTIONS, &[]),
     ("memory", memory::OPTIONS, &[]),
     ("nexmark", nexmark::OPTIONS, &[]),
     ("print", &[], print::OPTIONS),
@@ -63,6 +65,7 @@ pub fn validate_options(options: &ConnectorOptions, physical: SchemaRef) -> Resu
     options.check_known(name, &all)?;
     match *name {
         "filesystem" => filesystem::format::Format::from_options(options).map(|_| ()),
+        "kafka" => kafka::value_format(options).map(|_| ()),
         "datagen" => datagen::DatagenSourceFactory::new(options, physical).map(|_| ()),
         _ => Ok(()),
     }
@@ -77,7 +80,7 @@ pub async fn create_source(
     metadata: &[(String, String)],
 ) -> Result<Arc<dyn SourceFactory>> {
     let (name, ..) = lookup(options)?;
-    if *name != "filesystem"
+    if !["filesystem", "kafka"].contains(name)
         && let Some((column, key)) = metadata.first()
     {
         return Err(Error::config(format!(
@@ -96,6 +99,9 @@ pub async fn create_source(
         "nexmark" => Ok(Arc::new(nexmark::NexmarkSourceFactory::new(
             options, schema,
         )?)),
+        "kafka" => Ok(Arc::new(
+            kafka::source::KafkaSourceFactory::try_new(options, schema, metadata).await?,
+        )),
         "memory" => Ok(Arc::new(memory::MemorySourceFactory::new(options, schema)?)),
         other => Err(Error::config(format!(
             "table '{}': connector '{other}' can only be written to, not read",

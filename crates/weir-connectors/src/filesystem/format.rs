@@ -243,6 +243,14 @@ impl Format {
         matches!(self, Format::DebeziumJson(_))
     }
 
+    /// Whether decoded rows are a changelog (the CDC formats: each carries its change).
+    pub fn is_changelog_source(&self) -> bool {
+        matches!(
+            self,
+            Format::DebeziumJson(_) | Format::CanalJson(_) | Format::MaxwellJson(_)
+        )
+    }
+
     /// Decodes a whole file into batches of `schema` (columns matched by name for Parquet).
     pub fn decode(&self, name: &str, bytes: Bytes, schema: &SchemaRef) -> Result<Decoded> {
         let bad = |e: &dyn std::fmt::Display| Error::input(format!("cannot read '{name}': {e}"));

@@ -1,0 +1,1048 @@
+//! The `kafka` source: every partition of the table's topics is a split, read by the
+//! subtask [`super::owner`] names, from the offset Weir's checkpoint recorded.
+//!
+//! - **Positions** are the next offset of every partition, kept as union state so that a
+//!   restore at another parallelism hands each partition to its new owner. A partition
+//!   the checkpoint does not know (added to the topic later) is read from its earliest
+//!   offset, as Flink does.
+//! - **Startup** offsets (`scan.startup.mode`) are resolved to numbers when the job starts
+//!   from scratch, so the first checkpoint records where reading really began.
+//! - **Bounded** reads (`scan.bounded.mode`) resolve their stop offsets at the first start
+//!   and keep them in the checkpoint: a restored bounded job stops where the first attempt
+//!   would have, then takes the final checkpoint.
+//! - **Committing** offsets back to `properties.group.id` happens when a checkpoint
+//!   completes; it is for monitoring only (Weir never reads them back, except for
+//!   `scan.startup.mode` = `group-offsets` on a fresh start).
+//! - **Polling** never blocks: messages librdkafka has prefetched are taken without
+//!   waiting, and the partition positions change only when a batch is returned, so
+//!   `poll_next` is cancel-safe. Blocking client calls (metadata, offsets) run on tokio's
+//!   blocking pool.
+
+use super::{REQUEST_TIMEOUT, brokers, owner};
+use crate::filesystem::format::{Decoded, Format};
+use arrow::array::{
+    ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+    UInt32Array,
+};
+use arrow::datatypes::{Schema, SchemaRef};
+use async_trait::async_trait;
+use bytes::Bytes;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Message, Timestamp};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
+use weir_runtime::{
+    JobMetrics, OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo,
+};
+
+/// Messages taken per poll at most (one batch).
+const MAX_BATCH_MESSAGES: usize = 8192;
+/// How long an idle source waits before polling librdkafka's queue again.
+const IDLE_WAIT: Duration = Duration::from_millis(5);
+
+type PartitionId = (String, i32);
+
+/// The topics of a table.
+#[derive(Debug, Clone)]
+enum Topics {
+    List(Vec<String>),
+    /// `topic-pattern`: topics whose whole name matches.
+    Pattern(Regex),
+}
+
+/// `scan.startup.mode` and `scan.bounded.mode` positions.
+#[derive(Debug, Clone, PartialEq)]
+enum Position {
+    Earliest,
+    Latest,
+    GroupOffsets,
+    Timestamp(i64),
+    /// `partition:0,offset:42;partition:1,offset:300` (unlisted partitions: `Earliest`
+    /// at startup, `Latest` as a bound).
+    Specific(BTreeMap<i32, i64>),
+}
+
+/// A metadata column and where its value comes from (Flink's keys).
+#[derive(Debug, Clone, Copy)]
+enum KafkaMetadata {
+    Topic,
+    Partition,
+    Offset,
+    Timestamp,
+    TimestampType,
+}
+
+impl KafkaMetadata {
+    const KEYS: &[&str] = &["topic", "partition", "offset", "timestamp", "timestamp-type"];
+
+    fn from_key(key: &str) -> Option<Self> {
+        Some(match key {
+            "topic" => Self::Topic,
+            "partition" => Self::Partition,
+            "offset" => Self::Offset,
+            "timestamp" => Self::Timestamp,
+            "timestamp-type" => Self::TimestampType,
+            _ => return None,
+        })
+    }
+}
+
+/// What every subtask of one table shares.
+struct Shared {
+    table: String,
+    brokers: String,
+    config: ClientConfig,
+    group_id: Option<String>,
+    topics: Topics,
+    startup: Position,
+    bounded: Option<Position>,
+    /// `properties.auto.offset.reset` for `group-offsets` without committed offsets.
+    reset_to_earliest: Option<bool>,
+    discovery: Option<Duration>,
+    format: Format,
+    /// The table's columns (physical and metadata).
+    schema: SchemaRef,
+    /// The columns the message value holds.
+    value_schema: SchemaRef,
+    metadata: Vec<(usize, KafkaMetadata)>,
+}
+
+pub struct KafkaSourceFactory {
+    shared: Arc<Shared>,
+}
+
+fn parse_position(options: &ConnectorOptions, prefix: &str) -> Result<Option<Position>> {
+    let mode_key = format!("{prefix}.mode");
+    let Some(mode) = options.get(&mode_key) else {
+        return Ok(None);
+    };
+    let table = &options.table;
+    let needs = |key: &str| -> Result<&str> {
+        options.get(key).ok_or_else(|| {
+            Error::config(format!(
+                "table '{table}': '{mode_key}' = '{mode}' needs the option '{key}'"
+            ))
+        })
+    };
+    let bounded = prefix == "scan.bounded";
+    Ok(Some(match mode.to_ascii_lowercase().as_str() {
+        "earliest-offset" if !bounded => Position::Earliest,
+        "latest-offset" => Position::Latest,
+        "group-offsets" if !bounded => Position::GroupOffsets,
+        "unbounded" if bounded => return Ok(None),
+        "timestamp" => {
+            let key = format!("{prefix}.timestamp-millis");
+            needs(&key)?;
+            Position::Timestamp(options.get_i64(&key)?.unwrap_or_default())
+        }
+        "specific-offsets" => {
+            let key = format!("{prefix}.specific-offsets");
+            Position::Specific(parse_specific_offsets(table, &key, needs(&key)?)?)
+        }
+        _ => {
+            let modes = if bounded {
+                "unbounded, latest-offset, timestamp, specific-offsets"
+            } else {
+                "earliest-offset, latest-offset, group-offsets, timestamp, specific-offsets"
+            };
+            return Err(Error::config(format!(
+                "table '{table}': invalid '{mode_key}' '{mode}'; expected one of: {modes}"
+            )));
+        }
+    }))
+}
+
+/// Flink's `partition:0,offset:42;partition:1,offset:300`.
+fn parse_specific_offsets(table: &str, key: &str, spec: &str) -> Result<BTreeMap<i32, i64>> {
+    let mut offsets = BTreeMap::new();
+    for (i, entry) in spec.split(';').filter(|e| !e.trim().is_empty()).enumerate() {
+        let bad = || {
+            Error::config(format!(
+                "table '{table}': option '{key}' entry {} '{}' is invalid: expected \
+                 'partition:<n>,offset:<n>' (entries separated by ';')",
+                i + 1,
+                entry.trim()
+            ))
+        };
+        let (p, o) = entry.split_once(',').ok_or_else(bad)?;
+        let number = |part: &str, name: &str| -> Option<i64> {
+            let (k, v) = part.split_once(':')?;
+            (k.trim() == name).then_some(())?;
+            v.trim().parse::<i64>().ok().filter(|n| *n >= 0)
+        };
+        let partition = number(p, "partition").ok_or_else(bad)?;
+        let offset = number(o, "offset").ok_or_else(bad)?;
+        offsets.insert(i32::try_from(partition).map_err(|_| bad())?, offset);
+    }
+    if offsets.is_empty() {
+        return Err(Error::config(format!(
+            "table '{table}': option '{key}' names no partition"
+        )));
+    }
+    Ok(offsets)
+}
+
+impl KafkaSourceFactory {
+    /// Checks the options and that the brokers answer and the topics exist, so that a
+    /// mistake fails the job before it starts.
+    pub async fn try_new(
+        options: &ConnectorOptions,
+        schema: SchemaRef,
+        metadata: &[(String, String)],
+    ) -> Result<Self> {
+        options.check_known("kafka", super::SOURCE_OPTIONS)?;
+        let table = options.table.clone();
+        let topics = match (options.get("topic"), options.get("topic-pattern")) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(format!(
+                    "table '{table}': set 'topic' or 'topic-pattern', not both"
+                )));
+            }
+            (Some(list), None) => Topics::List(
+                list.split(';')
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+            ),
+            (None, Some(pattern)) => Topics::Pattern(
+                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+                    Error::config(format!(
+                        "table '{table}': invalid 'topic-pattern' '{pattern}': {e}"
+                    ))
+                })?,
+            ),
+            (None, None) => {
+                return Err(Error::config(format!(
+                    "table '{table}': missing required option 'topic' (or 'topic-pattern')"
+                )));
+            }
+        };
+        if let Topics::List(list) = &topics
+            && list.is_empty()
+        {
+            return Err(Error::config(format!("table '{table}': 'topic' is empty")));
+        }
+        let startup = parse_position(options, "scan.startup")?.unwrap_or(Position::GroupOffsets);
+        let bounded = parse_position(options, "scan.bounded")?;
+        if matches!(startup, Position::Specific(_)) || matches!(bounded, Some(Position::Specific(_)))
+        {
+            if !matches!(&topics, Topics::List(l) if l.len() == 1) {
+                return Err(Error::config(format!(
+                    "table '{table}': 'specific-offsets' needs exactly one 'topic'"
+                )));
+            }
+        }
+        let group_id = options.get("properties.group.id").map(str::to_string);
+        if startup == Position::GroupOffsets && group_id.is_none() {
+            return Err(Error::config(format!(
+                "table '{table}': 'scan.startup.mode' = 'group-offsets' (the default) needs \
+                 'properties.group.id'; or set 'scan.startup.mode' to 'earliest-offset'"
+            )));
+        }
+        let reset_to_earliest = match options.get("properties.auto.offset.reset") {
+            None => Some(false),
+            Some(r) => match r.to_ascii_lowercase().as_str() {
+                "earliest" | "smallest" | "beginning" => Some(true),
+                "latest" | "largest" | "end" => Some(false),
+                "none" | "error" => None,
+                other => {
+                    return Err(Error::config(format!(
+                        "table '{table}': invalid 'properties.auto.offset.reset' '{other}'"
+                    )));
+                }
+            },
+        };
+        let discovery = match options.get("scan.topic-partition-discovery.interval") {
+            None => Some(Duration::from_secs(300)),
+            Some(_) => options
+                .get_duration("scan.topic-partition-discovery.interval")?
+                .filter(|d| !d.is_zero()),
+        };
+        if let Some(include) = options.get("value.fields-include")
+            && !include.eq_ignore_ascii_case("ALL")
+        {
+            return Err(Error::config(format!(
+                "table '{table}': 'value.fields-include' = '{include}' needs message keys \
+                 ('key.format'), which Weir does not read yet; use 'ALL'"
+            )));
+        }
+        let format = super::value_format(options)?;
+        let metadata = metadata
+            .iter()
+            .map(|(column, key)| {
+                let what = KafkaMetadata::from_key(key).ok_or_else(|| {
+                    Error::config(format!(
+                        "table '{table}': column '{column}' reads unknown metadata '{key}'; the \
+                         kafka connector has: {}",
+                        KafkaMetadata::KEYS.join(", ")
+                    ))
+                })?;
+                Ok((schema.index_of(column)?, what))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let value_schema = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !metadata.iter().any(|(m, _)| m == i))
+                .map(|(_, f)| f.clone())
+                .collect::<Vec<_>>(),
+        ));
+        let mut config = super::client_config(options)?;
+        config
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true");
+        if group_id.is_none() {
+            // librdkafka wants a group even for assigned partitions; nothing is committed.
+            config.set("group.id", format!("weir-{}", uuid::Uuid::new_v4()));
+        }
+        let shared = Arc::new(Shared {
+            brokers: brokers(options).to_string(),
+            table,
+            config,
+            group_id,
+            topics,
+            startup,
+            bounded,
+            reset_to_earliest,
+            discovery,
+            format,
+            schema,
+            value_schema,
+            metadata,
+        });
+        // Fail now, with the brokers' and topics' names, if they cannot be read.
+        let probe = shared.clone();
+        blocking(move || {
+            let consumer = probe.consumer()?;
+            probe.partitions(&consumer).map(|_| ())
+        })
+        .await?;
+        Ok(Self { shared })
+    }
+}
+
+/// Runs a blocking client call on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::internal(format!("Kafka client call panicked: {e}")))?
+}
+
+impl Shared {
+    fn consumer(&self) -> Result<BaseConsumer> {
+        self.config.create().map_err(|e| {
+            Error::config(format!(
+                "table '{}': cannot create a Kafka consumer: {e}",
+                self.table
+            ))
+        })
+    }
+
+    fn broker_error(&self, what: &str, e: KafkaError) -> Error {
+        Error::external(format!(
+            "table '{}': {what} from the Kafka brokers '{}' failed: {e}",
+            self.table, self.brokers
+        ))
+    }
+
+    /// Every partition of the table's topics (blocking). A listed topic that does not
+    /// exist is an error; a pattern may match nothing yet.
+    fn partitions(&self, consumer: &BaseConsumer) -> Result<Vec<PartitionId>> {
+        let metadata = match &self.topics {
+            Topics::List(list) if list.len() == 1 => {
+                consumer.fetch_metadata(Some(&list[0]), REQUEST_TIMEOUT)
+            }
+            _ => consumer.fetch_metadata(None, REQUEST_TIMEOUT),
+        }
+        .map_err(|e| self.broker_error("reading topic metadata", e))?;
+        let mut out = Vec::new();
+        let wanted = |name: &str| match &self.topics {
+            Topics::List(list) => list.iter().any(|t| t == name),
+            Topics::Pattern(re) => re.is_match(name),
+        };
+        let mut found = BTreeSet::new();
+        for topic in metadata.topics() {
+            if !wanted(topic.name()) || topic.error().is_some() || topic.partitions().is_empty()
+            {
+                continue;
+            }
+            found.insert(topic.name().to_string());
+            for p in topic.partitions() {
+                out.push((topic.name().to_string(), p.id()));
+            }
+        }
+        if let Topics::List(list) = &self.topics
+            && let Some(missing) = list.iter().find(|t| !found.contains(*t))
+        {
+            return Err(Error::input(format!(
+                "table '{}': Kafka topic '{missing}' does not exist on the brokers '{}'",
+                self.table, self.brokers
+            )));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Resolves `position` to an offset of every partition in `parts` (blocking).
+    /// `bound`: unlisted specific partitions end at the latest offset instead of
+    /// starting at the earliest.
+    fn resolve(
+        &self,
+        consumer: &BaseConsumer,
+        parts: &[PartitionId],
+        position: &Position,
+        bound: bool,
+    ) -> Result<Vec<i64>> {
+        let watermarks = |(t, p): &PartitionId| {
+            consumer
+                .fetch_watermarks(t, *p, REQUEST_TIMEOUT)
+                .map_err(|e| self.broker_error(&format!("reading the offsets of {t}/{p}"), e))
+        };
+        let list = |f: &dyn Fn(&PartitionId) -> Offset| {
+            let mut tpl = TopicPartitionList::new();
+            for part in parts {
+                tpl.add_partition_offset(&part.0, part.1, f(part))
+                    .map_err(|e| self.broker_error("building a partition list", e))?;
+            }
+            Ok::<_, Error>(tpl)
+        };
+        let found = |tpl: &TopicPartitionList, part: &PartitionId| {
+            tpl.find_partition(&part.0, part.1)
+                .map(|e| e.offset())
+                .unwrap_or(Offset::Invalid)
+        };
+        let mut out = Vec::with_capacity(parts.len());
+        match position {
+            Position::Earliest => {
+                for part in parts {
+                    out.push(watermarks(part)?.0);
+                }
+            }
+            Position::Latest => {
+                for part in parts {
+                    out.push(watermarks(part)?.1);
+                }
+            }
+            Position::Specific(offsets) => {
+                for part in parts {
+                    out.push(match offsets.get(&part.1) {
+                        Some(o) => *o,
+                        None if bound => watermarks(part)?.1,
+                        None => watermarks(part)?.0,
+                    });
+                }
+            }
+            Position::Timestamp(ts) => {
+                let tpl = list(&|_| Offset::Offset(*ts))?;
+                let tpl = consumer
+                    .offsets_for_times(tpl, REQUEST_TIMEOUT)
+                    .map_err(|e| self.broker_error("looking up offsets by timestamp", e))?;
+                for part in parts {
+                    out.push(match found(&tpl, part) {
+                        Offset::Offset(o) => o,
+                        // No message at or after the timestamp: the end.
+                        _ => watermarks(part)?.1,
+                    });
+                }
+            }
+            Position::GroupOffsets => {
+                let tpl = list(&|_| Offset::Invalid)?;
+                let tpl = consumer
+                    .committed_offsets(tpl, REQUEST_TIMEOUT)
+                    .map_err(|e| self.broker_error("reading the group's committed offsets", e))?;
+                for part in parts {
+                    out.push(match (found(&tpl, part), self.reset_to_earliest) {
+                        (Offset::Offset(o), _) => o,
+                        (_, Some(true)) => watermarks(part)?.0,
+                        (_, Some(false)) => watermarks(part)?.1,
+                        (_, None) => {
+                            return Err(Error::input(format!(
+                                "table '{}': group '{}' has no committed offset for {}/{} and \
+                                 'properties.auto.offset.reset' is 'none'",
+                                self.table,
+                                self.group_id.as_deref().unwrap_or_default(),
+                                part.0,
+                                part.1
+                            )));
+                        }
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl SourceFactory for KafkaSourceFactory {
+    fn name(&self) -> String {
+        let topics = match &self.shared.topics {
+            Topics::List(list) => list.join(";"),
+            Topics::Pattern(re) => re.as_str().to_string(),
+        };
+        format!("KafkaSource({topics})")
+    }
+
+    fn schema(&self) -> SchemaRef {
+        let schema = self.shared.schema.clone();
+        if self.shared.format.is_changelog_source() {
+            weir_common::changelog::with_op_field(&schema)
+        } else {
+            schema
+        }
+    }
+
+    fn is_bounded(&self) -> bool {
+        self.shared.bounded.is_some()
+    }
+
+    fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
+        let restored = restored
+            .map(|state| {
+                state
+                    .items
+                    .into_iter()
+                    .map(serde_json::from_value)
+                    .collect::<Result<Vec<PartitionState>, _>>()
+            })
+            .transpose()?;
+        Ok(Box::new(KafkaSource {
+            shared: self.shared.clone(),
+            subtask: task.subtask,
+            parallelism: task.parallelism,
+            metrics: task.metrics.clone(),
+            consumer: None,
+            restored,
+            parts: BTreeMap::new(),
+            next_discovery: None,
+            snapshots: BTreeMap::new(),
+        }))
+    }
+}
+
+/// A partition's position in the checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PartitionState {
+    topic: String,
+    partition: i32,
+    /// The next offset to read.
+    offset: i64,
+    /// Where a bounded read stops (exclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stop: Option<i64>,
+}
+
+struct Part {
+    next: i64,
+    stop: Option<i64>,
+    /// The broker said there is nothing more (enable.partition.eof) at `next`.
+    at_end: bool,
+}
+
+impl Part {
+    fn finished(&self) -> bool {
+        self.stop.is_some_and(|s| self.next >= s || self.at_end)
+    }
+}
+
+struct KafkaSource {
+    shared: Arc<Shared>,
+    subtask: usize,
+    parallelism: usize,
+    metrics: Arc<JobMetrics>,
+    consumer: Option<Arc<BaseConsumer>>,
+    restored: Option<Vec<PartitionState>>,
+    parts: BTreeMap<PartitionId, Part>,
+    next_discovery: Option<Instant>,
+    /// Positions of checkpoints not yet complete, committed to the group when they are.
+    snapshots: BTreeMap<u64, Vec<(PartitionId, i64)>>,
+}
+
+/// One message, copied out of librdkafka's buffers.
+struct Record {
+    topic: Arc<str>,
+    partition: i32,
+    offset: i64,
+    timestamp: Option<i64>,
+    timestamp_type: &'static str,
+    value: Option<Vec<u8>>,
+}
+
+#[async_trait]
+impl Source for KafkaSource {
+    async fn open(&mut self) -> Result<()> {
+        let shared = self.shared.clone();
+        let (subtask, parallelism) = (self.subtask, self.parallelism);
+        let restored = self.restored.take();
+        let (consumer, parts) = blocking(move || {
+            let consumer = shared.consumer()?;
+            let all = shared.partitions(&consumer)?;
+            let mine: Vec<PartitionId> = all
+                .into_iter()
+                .filter(|(t, p)| owner(t, *p, parallelism) == subtask)
+                .collect();
+            let mut parts = BTreeMap::new();
+            match restored {
+                Some(states) => {
+                    let known: BTreeMap<PartitionId, PartitionState> = states
+                        .into_iter()
+                        .map(|s| ((s.topic.clone(), s.partition), s))
+                        .collect();
+                    // Partitions the checkpoint knows, wherever they are now, and new
+                    // ones of this subtask (from their earliest offset).
+                    let mut new = Vec::new();
+                    for (id, s) in &known {
+                        if owner(&id.0, id.1, parallelism) == subtask {
+                            parts.insert(id.clone(), (s.offset, s.stop));
+                        }
+                    }
+                    for id in &mine {
+                        if !known.contains_key(id) {
+                            new.push(id.clone());
+                        }
+                    }
+                    let starts = shared.resolve(&consumer, &new, &Position::Earliest, false)?;
+                    let stops = match &shared.bounded {
+                        Some(b) => Some(shared.resolve(&consumer, &new, b, true)?),
+                        None => None,
+                    };
+                    for (i, id) in new.into_iter().enumerate() {
+                        parts.insert(id, (starts[i], stops.as_ref().map(|s| s[i])));
+                    }
+                }
+                None => {
+                    let starts = shared.resolve(&consumer, &mine, &shared.startup, false)?;
+                    let stops = match &shared.bounded {
+                        Some(b) => Some(shared.resolve(&consumer, &mine, b, true)?),
+                        None => None,
+                    };
+                    for (i, id) in mine.into_iter().enumerate() {
+                        parts.insert(id, (starts[i], stops.as_ref().map(|s| s[i])));
+                    }
+                }
+            }
+            Ok((consumer, parts))
+        })
+        .await?;
+        for (id, (next, stop)) in parts {
+            self.parts.insert(
+                id,
+                Part {
+                    next,
+                    stop,
+                    at_end: false,
+                },
+            );
+        }
+        let consumer = Arc::new(consumer);
+        assign(&self.shared, &consumer, &self.parts, false)?;
+        self.consumer = Some(consumer);
+        if self.shared.bounded.is_none() {
+            self.next_discovery = self.shared.discovery.map(|d| Instant::now() + d);
+        }
+        Ok(())
+    }
+
+    async fn poll_next(&mut self) -> Result<SourcePoll> {
+        let consumer = self.consumer.clone().expect("opened");
+        if self.next_discovery.is_some_and(|at| Instant::now() >= at) {
+            self.discover(&consumer).await?;
+        }
+        let mut records = Vec::new();
+        while records.len() < MAX_BATCH_MESSAGES {
+            let Some(message) = consumer.poll(Duration::ZERO) else {
+                break;
+            };
+            let message = match message {
+                Ok(m) => m,
+                Err(KafkaError::PartitionEOF(p)) => {
+                    // The partition number alone: every pending partition of that number
+                    // that has read all it was given is at its end.
+                    for ((_, partition), part) in self.parts.iter_mut() {
+                        if *partition == p {
+                            part.at_end = true;
+                        }
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    return Err(self.shared.broker_error("reading messages", e));
+                }
+            };
+            let id = (message.topic().to_string(), message.partition());
+            let Some(part) = self.parts.get_mut(&id) else {
+                continue;
+            };
+            if message.offset() < part.next || part.finished() {
+                continue;
+            }
+            part.at_end = false;
+            if part.stop.is_some_and(|s| message.offset() >= s) {
+                part.next = part.stop.unwrap_or_default();
+                continue;
+            }
+            part.next = message.offset() + 1;
+            let (timestamp, timestamp_type) = match message.timestamp() {
+                Timestamp::NotAvailable => (None, "NoTimestampType"),
+                Timestamp::CreateTime(t) => (Some(t), "CreateTime"),
+                Timestamp::LogAppendTime(t) => (Some(t), "LogAppendTime"),
+            };
+            records.push(Record {
+                topic: Arc::from(id.0.as_str()),
+                partition: id.1,
+                offset: message.offset(),
+                timestamp,
+                timestamp_type,
+                value: message.payload().map(<[u8]>::to_vec),
+            });
+        }
+        if records.is_empty() {
+            if self.shared.bounded.is_some() && self.parts.values().all(Part::finished) {
+                return Ok(SourcePoll::Finished);
+            }
+            return Ok(SourcePoll::Idle(IDLE_WAIT));
+        }
+        let batch = self.decode(&records)?;
+        if batch.num_rows() == 0 {
+            // Tombstones or skipped records only: the positions moved, nothing to emit.
+            return Ok(SourcePoll::Idle(Duration::ZERO));
+        }
+        Ok(SourcePoll::Batch(batch))
+    }
+
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
+        let mut items = Vec::with_capacity(self.parts.len());
+        let mut positions = Vec::with_capacity(self.parts.len());
+        for ((topic, partition), part) in &self.parts {
+            items.push(serde_json::to_value(PartitionState {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: part.next,
+                stop: part.stop,
+            })?);
+            positions.push(((topic.clone(), *partition), part.next));
+        }
+        if self.shared.group_id.is_some() {
+            self.snapshots.insert(checkpoint.0, positions);
+        }
+        // Unopened (restored but not yet started): keep what the checkpoint had.
+        if let Some(restored) = &self.restored {
+            for s in restored {
+                if owner(&s.topic, s.partition, self.parallelism) == self.subtask {
+                    items.push(serde_json::to_value(s)?);
+                }
+            }
+        }
+        Ok(OperatorState::new(StateDistribution::Union, items))
+    }
+
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        let Some(consumer) = &self.consumer else {
+            return Ok(());
+        };
+        let Some(positions) = self.snapshots.remove(&checkpoint.0) else {
+            return Ok(());
+        };
+        self.snapshots.retain(|id, _| *id > checkpoint.0);
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), offset) in positions {
+            tpl.add_partition_offset(&topic, partition, Offset::Offset(offset))
+                .map_err(|e| self.shared.broker_error("building a partition list", e))?;
+        }
+        // For monitoring only: a failed commit is logged, never fatal.
+        if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+            tracing::warn!(
+                "table '{}': committing offsets of checkpoint {} to the group failed: {e}",
+                self.shared.table,
+                checkpoint.0
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Assigns `parts` (their next offsets) to the consumer; `incremental` adds them to what
+/// is assigned already.
+fn assign(
+    shared: &Shared,
+    consumer: &BaseConsumer,
+    parts: &BTreeMap<PartitionId, Part>,
+    incremental: bool,
+) -> Result<()> {
+    let mut tpl = TopicPartitionList::new();
+    for ((topic, partition), part) in parts {
+        if !part.finished() {
+            tpl.add_partition_offset(topic, *partition, Offset::Offset(part.next))
+                .map_err(|e| shared.broker_error("building a partition list", e))?;
+        }
+    }
+    let assigned = if incremental {
+        consumer.incremental_assign(&tpl)
+    } else {
+        consumer.assign(&tpl)
+    };
+    assigned.map_err(|e| shared.broker_error("assigning partitions", e))
+}
+
+impl KafkaSource {
+    /// Adds partitions that appeared since the last look (from their earliest offset).
+    async fn discover(&mut self, consumer: &Arc<BaseConsumer>) -> Result<()> {
+        let shared = self.shared.clone();
+        let c = consumer.clone();
+        let known: BTreeSet<PartitionId> = self.parts.keys().cloned().collect();
+        let (subtask, parallelism) = (self.subtask, self.parallelism);
+        let found = blocking(move || {
+            let new: Vec<PartitionId> = shared
+                .partitions(&c)?
+                .into_iter()
+                .filter(|(t, p)| owner(t, *p, parallelism) == subtask)
+                .filter(|id| !known.contains(id))
+                .collect();
+            let starts = shared.resolve(&c, &new, &Position::Earliest, false)?;
+            Ok(new.into_iter().zip(starts).collect::<Vec<_>>())
+        })
+        .await?;
+        self.next_discovery = self.shared.discovery.map(|d| Instant::now() + d);
+        if found.is_empty() {
+            return Ok(());
+        }
+        let new: BTreeMap<PartitionId, Part> = found
+            .into_iter()
+            .map(|(id, next)| {
+                tracing::info!(
+                    "table '{}': reading new partition {}/{} from offset {next}",
+                    self.shared.table,
+                    id.0,
+                    id.1
+                );
+                (
+                    id,
+                    Part {
+                        next,
+                        stop: None,
+                        at_end: false,
+                    },
+                )
+            })
+            .collect();
+        assign(&self.shared, consumer, &new, true)?;
+        self.parts.extend(new);
+        Ok(())
+    }
+
+    /// Decodes the messages' values into one batch of the table's columns (metadata
+    /// columns filled in), naming topic, partition and offset of a value that does not
+    /// decode.
+    fn decode(&self, records: &[Record]) -> Result<RecordBatch> {
+        let shared = &self.shared;
+        let format = &shared.format;
+        // (batch, the record of each of its rows)
+        let mut pieces: Vec<(RecordBatch, Vec<u32>)> = Vec::new();
+        let mut skipped = 0;
+        let joined = !format.is_changelog_source()
+            && records
+                .iter()
+                .all(|r| r.value.as_deref().is_some_and(|v| !v.contains(&b'\n')));
+        let mut done = false;
+        if matches!(format, Format::Raw) {
+            pieces.push(self.raw(records)?);
+            done = true;
+        } else if joined {
+            let mut text = Vec::with_capacity(records.iter().map(|r| r.value_len() + 1).sum());
+            for r in records {
+                text.extend_from_slice(r.value.as_deref().unwrap_or_default());
+                text.push(b'\n');
+            }
+            let name = format!("Kafka topic '{}'", records[0].topic);
+            if let Ok(decoded) = format.decode(&name, Bytes::from(text), &shared.value_schema) {
+                let rows: usize = decoded.batches.iter().map(RecordBatch::num_rows).sum();
+                if rows == records.len() {
+                    if decoded.skipped.count > 0 {
+                        skipped += decoded.skipped.count;
+                        tracing::warn!(
+                            "{name}: skipped {} bad field(s) (ignore-parse-errors), first: {}",
+                            decoded.skipped.count,
+                            decoded.skipped.first.as_deref().unwrap_or("?")
+                        );
+                    }
+                    let mut first = 0u32;
+                    for batch in decoded.batches {
+                        let n = batch.num_rows() as u32;
+                        pieces.push((batch, (first..first + n).collect()));
+                        first += n;
+                    }
+                    done = true;
+                }
+            }
+        }
+        if !done {
+            // One message at a time: exact rows per message, and errors at their offset.
+            for (i, r) in records.iter().enumerate() {
+                // A tombstone (no value) holds no row, as in Flink.
+                let Some(value) = &r.value else { continue };
+                let name = format!(
+                    "Kafka topic '{}' partition {} offset {}",
+                    r.topic, r.partition, r.offset
+                );
+                let Decoded {
+                    batches,
+                    skipped: s,
+                } = format.decode(&name, Bytes::copy_from_slice(value), &shared.value_schema)?;
+                if s.count > 0 {
+                    skipped += s.count;
+                    tracing::warn!(
+                        "{name}: skipped a bad record (ignore-parse-errors): {}",
+                        s.first.as_deref().unwrap_or("?")
+                    );
+                }
+                for batch in batches {
+                    let rows = vec![i as u32; batch.num_rows()];
+                    pieces.push((batch, rows));
+                }
+            }
+        }
+        if skipped > 0 {
+            self.metrics.count_records_in_errors(skipped);
+        }
+        let batches = pieces
+            .into_iter()
+            .map(|(batch, rows)| self.with_metadata(&batch, records, &rows))
+            .collect::<Result<Vec<_>>>()?;
+        let schema = self.output_schema();
+        Ok(arrow::compute::concat_batches(&schema, &batches)?)
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        let schema = self.shared.schema.clone();
+        if self.shared.format.is_changelog_source() {
+            weir_common::changelog::with_op_field(&schema)
+        } else {
+            schema
+        }
+    }
+
+    /// `raw`: each message value is one value, newlines and all.
+    fn raw(&self, records: &[Record]) -> Result<(RecordBatch, Vec<u32>)> {
+        use arrow::datatypes::DataType;
+        let schema = &self.shared.value_schema;
+        let text = match schema.fields().as_ref() {
+            [f] if f.data_type() == &DataType::Utf8 => true,
+            [f] if f.data_type() == &DataType::Binary => false,
+            _ => {
+                return Err(Error::config(format!(
+                    "table '{}': format 'raw' needs exactly one STRING or BYTES column",
+                    self.shared.table
+                )));
+            }
+        };
+        let column: ArrayRef = if text {
+            let mut values = Vec::with_capacity(records.len());
+            for r in records {
+                values.push(match &r.value {
+                    None => None,
+                    Some(v) => Some(std::str::from_utf8(v).map_err(|e| {
+                        Error::input(format!(
+                            "Kafka topic '{}' partition {} offset {}: the value is not UTF-8: {e}",
+                            r.topic, r.partition, r.offset
+                        ))
+                    })?),
+                });
+            }
+            Arc::new(StringArray::from(values))
+        } else {
+            Arc::new(arrow::array::BinaryArray::from_iter(
+                records.iter().map(|r| r.value.as_deref()),
+            ))
+        };
+        let batch = RecordBatch::try_new(schema.clone(), vec![column])?;
+        Ok((batch, (0..records.len() as u32).collect()))
+    }
+
+    /// A decoded batch with the metadata columns put in their places; `rows` names the
+    /// record of each row.
+    fn with_metadata(
+        &self,
+        batch: &RecordBatch,
+        records: &[Record],
+        rows: &[u32],
+    ) -> Result<RecordBatch> {
+        let shared = &self.shared;
+        if shared.metadata.is_empty() {
+            return Ok(batch.clone());
+        }
+        let (data, ops) = weir_common::changelog::split(batch);
+        let index = UInt32Array::from(rows.to_vec());
+        let mut value_columns = data.columns().iter();
+        let mut columns = Vec::with_capacity(shared.schema.fields().len());
+        for (i, field) in shared.schema.fields().iter().enumerate() {
+            let Some((_, what)) = shared.metadata.iter().find(|(m, _)| *m == i) else {
+                columns.push(value_columns.next().expect("one per value column").clone());
+                continue;
+            };
+            let per_record: ArrayRef = match what {
+                KafkaMetadata::Topic => Arc::new(StringArray::from_iter_values(
+                    records.iter().map(|r| r.topic.as_ref()),
+                )),
+                KafkaMetadata::Partition => Arc::new(Int32Array::from_iter_values(
+                    records.iter().map(|r| r.partition),
+                )),
+                KafkaMetadata::Offset => Arc::new(Int64Array::from_iter_values(
+                    records.iter().map(|r| r.offset),
+                )),
+                KafkaMetadata::Timestamp => Arc::new(
+                    TimestampMillisecondArray::from_iter(records.iter().map(|r| r.timestamp))
+                        .with_timezone("+00:00"),
+                ),
+                KafkaMetadata::TimestampType => Arc::new(StringArray::from_iter_values(
+                    records.iter().map(|r| r.timestamp_type),
+                )),
+            };
+            let taken = arrow::compute::take(&per_record, &index, None)?;
+            columns.push(arrow::compute::cast(&taken, field.data_type())?);
+        }
+        let out = RecordBatch::try_new(shared.schema.clone(), columns)?;
+        Ok(match ops {
+            Some(ops) => weir_common::changelog::attach(&out, Arc::new(ops))?,
+            None => out,
+        })
+    }
+}
+
+impl Record {
+    fn value_len(&self) -> usize {
+        self.value.as_ref().map_or(0, Vec::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specific_offsets_are_parsed_and_bad_entries_named() {
+        let ok = parse_specific_offsets("t", "k", "partition:0,offset:42;partition:1,offset:300")
+            .unwrap();
+        assert_eq!(ok, BTreeMap::from([(0, 42), (1, 300)]));
+        let err = parse_specific_offsets("t", "k", "partition:0,offset:42;partition:x,offset:1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("entry 2 'partition:x,offset:1'"), "{err}");
+        assert!(parse_specific_offsets("t", "k", " ; ").is_err());
+    }
+
+    #[test]
+    fn every_partition_has_one_owner_spread_over_subtasks() {
+        for p in 1..5 {
+            let owners: BTreeSet<usize> = (0..p as i32).map(|i| owner("orders", i, p)).collect();
+            assert_eq!(owners.len(), p, "{p} partitions over {p} subtasks");
+        }
+    }
+}

@@ -8,6 +8,7 @@ mod errors;
 mod finishing;
 mod flink;
 mod golden;
+mod kafka;
 mod library;
 mod nexmark;
 mod parity;

@@ -11,6 +11,8 @@
 //! checkpoints: a restore resumes every partition exactly where the checkpoint was taken,
 //! at any parallelism.
 
+mod decode;
+mod positions;
 pub mod source;
 
 use crate::filesystem::format::Format;
@@ -107,10 +109,11 @@ pub fn value_format(options: &ConnectorOptions) -> Result<Format> {
         let Some(rest) = key.strip_prefix(prefix) else {
             continue;
         };
-        let Some(option) = FORMATS
-            .iter()
-            .find_map(|f| rest.strip_prefix(f).and_then(|r| r.strip_prefix('.')).map(|_| f))
-        else {
+        let Some(option) = FORMATS.iter().find_map(|f| {
+            rest.strip_prefix(f)
+                .and_then(|r| r.strip_prefix('.'))
+                .map(|_| f)
+        }) else {
             continue;
         };
         let known = crate::filesystem::SOURCE_OPTIONS.contains(&rest);

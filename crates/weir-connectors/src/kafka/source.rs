@@ -18,15 +18,11 @@
 //!   `poll_next` is cancel-safe. Blocking client calls (metadata, offsets) run on tokio's
 //!   blocking pool.
 
+use super::decode::{Decoder, KafkaMetadata, Record};
+use super::positions::{Position, Topics, parse_position};
 use super::{REQUEST_TIMEOUT, brokers, owner};
-use crate::filesystem::format::{Decoded, Format};
-use arrow::array::{
-    ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
-    UInt32Array,
-};
 use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
-use bytes::Bytes;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Message, Timestamp};
@@ -48,51 +44,6 @@ const IDLE_WAIT: Duration = Duration::from_millis(5);
 
 type PartitionId = (String, i32);
 
-/// The topics of a table.
-#[derive(Debug, Clone)]
-enum Topics {
-    List(Vec<String>),
-    /// `topic-pattern`: topics whose whole name matches.
-    Pattern(Regex),
-}
-
-/// `scan.startup.mode` and `scan.bounded.mode` positions.
-#[derive(Debug, Clone, PartialEq)]
-enum Position {
-    Earliest,
-    Latest,
-    GroupOffsets,
-    Timestamp(i64),
-    /// `partition:0,offset:42;partition:1,offset:300` (unlisted partitions: `Earliest`
-    /// at startup, `Latest` as a bound).
-    Specific(BTreeMap<i32, i64>),
-}
-
-/// A metadata column and where its value comes from (Flink's keys).
-#[derive(Debug, Clone, Copy)]
-enum KafkaMetadata {
-    Topic,
-    Partition,
-    Offset,
-    Timestamp,
-    TimestampType,
-}
-
-impl KafkaMetadata {
-    const KEYS: &[&str] = &["topic", "partition", "offset", "timestamp", "timestamp-type"];
-
-    fn from_key(key: &str) -> Option<Self> {
-        Some(match key {
-            "topic" => Self::Topic,
-            "partition" => Self::Partition,
-            "offset" => Self::Offset,
-            "timestamp" => Self::Timestamp,
-            "timestamp-type" => Self::TimestampType,
-            _ => return None,
-        })
-    }
-}
-
 /// What every subtask of one table shares.
 struct Shared {
     table: String,
@@ -105,87 +56,11 @@ struct Shared {
     /// `properties.auto.offset.reset` for `group-offsets` without committed offsets.
     reset_to_earliest: Option<bool>,
     discovery: Option<Duration>,
-    format: Format,
-    /// The table's columns (physical and metadata).
-    schema: SchemaRef,
-    /// The columns the message value holds.
-    value_schema: SchemaRef,
-    metadata: Vec<(usize, KafkaMetadata)>,
+    decoder: Decoder,
 }
 
 pub struct KafkaSourceFactory {
     shared: Arc<Shared>,
-}
-
-fn parse_position(options: &ConnectorOptions, prefix: &str) -> Result<Option<Position>> {
-    let mode_key = format!("{prefix}.mode");
-    let Some(mode) = options.get(&mode_key) else {
-        return Ok(None);
-    };
-    let table = &options.table;
-    let needs = |key: &str| -> Result<&str> {
-        options.get(key).ok_or_else(|| {
-            Error::config(format!(
-                "table '{table}': '{mode_key}' = '{mode}' needs the option '{key}'"
-            ))
-        })
-    };
-    let bounded = prefix == "scan.bounded";
-    Ok(Some(match mode.to_ascii_lowercase().as_str() {
-        "earliest-offset" if !bounded => Position::Earliest,
-        "latest-offset" => Position::Latest,
-        "group-offsets" if !bounded => Position::GroupOffsets,
-        "unbounded" if bounded => return Ok(None),
-        "timestamp" => {
-            let key = format!("{prefix}.timestamp-millis");
-            needs(&key)?;
-            Position::Timestamp(options.get_i64(&key)?.unwrap_or_default())
-        }
-        "specific-offsets" => {
-            let key = format!("{prefix}.specific-offsets");
-            Position::Specific(parse_specific_offsets(table, &key, needs(&key)?)?)
-        }
-        _ => {
-            let modes = if bounded {
-                "unbounded, latest-offset, timestamp, specific-offsets"
-            } else {
-                "earliest-offset, latest-offset, group-offsets, timestamp, specific-offsets"
-            };
-            return Err(Error::config(format!(
-                "table '{table}': invalid '{mode_key}' '{mode}'; expected one of: {modes}"
-            )));
-        }
-    }))
-}
-
-/// Flink's `partition:0,offset:42;partition:1,offset:300`.
-fn parse_specific_offsets(table: &str, key: &str, spec: &str) -> Result<BTreeMap<i32, i64>> {
-    let mut offsets = BTreeMap::new();
-    for (i, entry) in spec.split(';').filter(|e| !e.trim().is_empty()).enumerate() {
-        let bad = || {
-            Error::config(format!(
-                "table '{table}': option '{key}' entry {} '{}' is invalid: expected \
-                 'partition:<n>,offset:<n>' (entries separated by ';')",
-                i + 1,
-                entry.trim()
-            ))
-        };
-        let (p, o) = entry.split_once(',').ok_or_else(bad)?;
-        let number = |part: &str, name: &str| -> Option<i64> {
-            let (k, v) = part.split_once(':')?;
-            (k.trim() == name).then_some(())?;
-            v.trim().parse::<i64>().ok().filter(|n| *n >= 0)
-        };
-        let partition = number(p, "partition").ok_or_else(bad)?;
-        let offset = number(o, "offset").ok_or_else(bad)?;
-        offsets.insert(i32::try_from(partition).map_err(|_| bad())?, offset);
-    }
-    if offsets.is_empty() {
-        return Err(Error::config(format!(
-            "table '{table}': option '{key}' names no partition"
-        )));
-    }
-    Ok(offsets)
 }
 
 impl KafkaSourceFactory {
@@ -210,13 +85,13 @@ impl KafkaSourceFactory {
                     .filter(|t| !t.is_empty())
                     .collect(),
             ),
-            (None, Some(pattern)) => Topics::Pattern(
-                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+            (None, Some(pattern)) => {
+                Topics::Pattern(Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
                     Error::config(format!(
                         "table '{table}': invalid 'topic-pattern' '{pattern}': {e}"
                     ))
-                })?,
-            ),
+                })?)
+            }
             (None, None) => {
                 return Err(Error::config(format!(
                     "table '{table}': missing required option 'topic' (or 'topic-pattern')"
@@ -230,13 +105,12 @@ impl KafkaSourceFactory {
         }
         let startup = parse_position(options, "scan.startup")?.unwrap_or(Position::GroupOffsets);
         let bounded = parse_position(options, "scan.bounded")?;
-        if matches!(startup, Position::Specific(_)) || matches!(bounded, Some(Position::Specific(_)))
-        {
-            if !matches!(&topics, Topics::List(l) if l.len() == 1) {
-                return Err(Error::config(format!(
-                    "table '{table}': 'specific-offsets' needs exactly one 'topic'"
-                )));
-            }
+        let specific = matches!(startup, Position::Specific(_))
+            || matches!(bounded, Some(Position::Specific(_)));
+        if specific && !matches!(&topics, Topics::List(l) if l.len() == 1) {
+            return Err(Error::config(format!(
+                "table '{table}': 'specific-offsets' needs exactly one 'topic'"
+            )));
         }
         let group_id = options.get("properties.group.id").map(str::to_string);
         if startup == Position::GroupOffsets && group_id.is_none() {
@@ -314,10 +188,13 @@ impl KafkaSourceFactory {
             bounded,
             reset_to_earliest,
             discovery,
-            format,
-            schema,
-            value_schema,
-            metadata,
+            decoder: Decoder {
+                table: options.table.clone(),
+                format,
+                schema,
+                value_schema,
+                metadata,
+            },
         });
         // Fail now, with the brokers' and topics' names, if they cannot be read.
         let probe = shared.clone();
@@ -371,8 +248,7 @@ impl Shared {
         };
         let mut found = BTreeSet::new();
         for topic in metadata.topics() {
-            if !wanted(topic.name()) || topic.error().is_some() || topic.partitions().is_empty()
-            {
+            if !wanted(topic.name()) || topic.error().is_some() || topic.partitions().is_empty() {
                 continue;
             }
             found.insert(topic.name().to_string());
@@ -492,12 +368,7 @@ impl SourceFactory for KafkaSourceFactory {
     }
 
     fn schema(&self) -> SchemaRef {
-        let schema = self.shared.schema.clone();
-        if self.shared.format.is_changelog_source() {
-            weir_common::changelog::with_op_field(&schema)
-        } else {
-            schema
-        }
+        self.shared.decoder.output_schema()
     }
 
     fn is_bounded(&self) -> bool {
@@ -564,16 +435,6 @@ struct KafkaSource {
     next_discovery: Option<Instant>,
     /// Positions of checkpoints not yet complete, committed to the group when they are.
     snapshots: BTreeMap<u64, Vec<(PartitionId, i64)>>,
-}
-
-/// One message, copied out of librdkafka's buffers.
-struct Record {
-    topic: Arc<str>,
-    partition: i32,
-    offset: i64,
-    timestamp: Option<i64>,
-    timestamp_type: &'static str,
-    value: Option<Vec<u8>>,
 }
 
 #[async_trait]
@@ -710,7 +571,10 @@ impl Source for KafkaSource {
             }
             return Ok(SourcePoll::Idle(IDLE_WAIT));
         }
-        let batch = self.decode(&records)?;
+        let (batch, skipped) = self.shared.decoder.decode(&records)?;
+        if skipped > 0 {
+            self.metrics.count_records_in_errors(skipped);
+        }
         if batch.num_rows() == 0 {
             // Tombstones or skipped records only: the positions moved, nothing to emit.
             return Ok(SourcePoll::Idle(Duration::ZERO));
@@ -837,206 +701,11 @@ impl KafkaSource {
         self.parts.extend(new);
         Ok(())
     }
-
-    /// Decodes the messages' values into one batch of the table's columns (metadata
-    /// columns filled in), naming topic, partition and offset of a value that does not
-    /// decode.
-    fn decode(&self, records: &[Record]) -> Result<RecordBatch> {
-        let shared = &self.shared;
-        let format = &shared.format;
-        // (batch, the record of each of its rows)
-        let mut pieces: Vec<(RecordBatch, Vec<u32>)> = Vec::new();
-        let mut skipped = 0;
-        let joined = !format.is_changelog_source()
-            && records
-                .iter()
-                .all(|r| r.value.as_deref().is_some_and(|v| !v.contains(&b'\n')));
-        let mut done = false;
-        if matches!(format, Format::Raw) {
-            pieces.push(self.raw(records)?);
-            done = true;
-        } else if joined {
-            let mut text = Vec::with_capacity(records.iter().map(|r| r.value_len() + 1).sum());
-            for r in records {
-                text.extend_from_slice(r.value.as_deref().unwrap_or_default());
-                text.push(b'\n');
-            }
-            let name = format!("Kafka topic '{}'", records[0].topic);
-            if let Ok(decoded) = format.decode(&name, Bytes::from(text), &shared.value_schema) {
-                let rows: usize = decoded.batches.iter().map(RecordBatch::num_rows).sum();
-                if rows == records.len() {
-                    if decoded.skipped.count > 0 {
-                        skipped += decoded.skipped.count;
-                        tracing::warn!(
-                            "{name}: skipped {} bad field(s) (ignore-parse-errors), first: {}",
-                            decoded.skipped.count,
-                            decoded.skipped.first.as_deref().unwrap_or("?")
-                        );
-                    }
-                    let mut first = 0u32;
-                    for batch in decoded.batches {
-                        let n = batch.num_rows() as u32;
-                        pieces.push((batch, (first..first + n).collect()));
-                        first += n;
-                    }
-                    done = true;
-                }
-            }
-        }
-        if !done {
-            // One message at a time: exact rows per message, and errors at their offset.
-            for (i, r) in records.iter().enumerate() {
-                // A tombstone (no value) holds no row, as in Flink.
-                let Some(value) = &r.value else { continue };
-                let name = format!(
-                    "Kafka topic '{}' partition {} offset {}",
-                    r.topic, r.partition, r.offset
-                );
-                let Decoded {
-                    batches,
-                    skipped: s,
-                } = format.decode(&name, Bytes::copy_from_slice(value), &shared.value_schema)?;
-                if s.count > 0 {
-                    skipped += s.count;
-                    tracing::warn!(
-                        "{name}: skipped a bad record (ignore-parse-errors): {}",
-                        s.first.as_deref().unwrap_or("?")
-                    );
-                }
-                for batch in batches {
-                    let rows = vec![i as u32; batch.num_rows()];
-                    pieces.push((batch, rows));
-                }
-            }
-        }
-        if skipped > 0 {
-            self.metrics.count_records_in_errors(skipped);
-        }
-        let batches = pieces
-            .into_iter()
-            .map(|(batch, rows)| self.with_metadata(&batch, records, &rows))
-            .collect::<Result<Vec<_>>>()?;
-        let schema = self.output_schema();
-        Ok(arrow::compute::concat_batches(&schema, &batches)?)
-    }
-
-    fn output_schema(&self) -> SchemaRef {
-        let schema = self.shared.schema.clone();
-        if self.shared.format.is_changelog_source() {
-            weir_common::changelog::with_op_field(&schema)
-        } else {
-            schema
-        }
-    }
-
-    /// `raw`: each message value is one value, newlines and all.
-    fn raw(&self, records: &[Record]) -> Result<(RecordBatch, Vec<u32>)> {
-        use arrow::datatypes::DataType;
-        let schema = &self.shared.value_schema;
-        let text = match schema.fields().as_ref() {
-            [f] if f.data_type() == &DataType::Utf8 => true,
-            [f] if f.data_type() == &DataType::Binary => false,
-            _ => {
-                return Err(Error::config(format!(
-                    "table '{}': format 'raw' needs exactly one STRING or BYTES column",
-                    self.shared.table
-                )));
-            }
-        };
-        let column: ArrayRef = if text {
-            let mut values = Vec::with_capacity(records.len());
-            for r in records {
-                values.push(match &r.value {
-                    None => None,
-                    Some(v) => Some(std::str::from_utf8(v).map_err(|e| {
-                        Error::input(format!(
-                            "Kafka topic '{}' partition {} offset {}: the value is not UTF-8: {e}",
-                            r.topic, r.partition, r.offset
-                        ))
-                    })?),
-                });
-            }
-            Arc::new(StringArray::from(values))
-        } else {
-            Arc::new(arrow::array::BinaryArray::from_iter(
-                records.iter().map(|r| r.value.as_deref()),
-            ))
-        };
-        let batch = RecordBatch::try_new(schema.clone(), vec![column])?;
-        Ok((batch, (0..records.len() as u32).collect()))
-    }
-
-    /// A decoded batch with the metadata columns put in their places; `rows` names the
-    /// record of each row.
-    fn with_metadata(
-        &self,
-        batch: &RecordBatch,
-        records: &[Record],
-        rows: &[u32],
-    ) -> Result<RecordBatch> {
-        let shared = &self.shared;
-        if shared.metadata.is_empty() {
-            return Ok(batch.clone());
-        }
-        let (data, ops) = weir_common::changelog::split(batch);
-        let index = UInt32Array::from(rows.to_vec());
-        let mut value_columns = data.columns().iter();
-        let mut columns = Vec::with_capacity(shared.schema.fields().len());
-        for (i, field) in shared.schema.fields().iter().enumerate() {
-            let Some((_, what)) = shared.metadata.iter().find(|(m, _)| *m == i) else {
-                columns.push(value_columns.next().expect("one per value column").clone());
-                continue;
-            };
-            let per_record: ArrayRef = match what {
-                KafkaMetadata::Topic => Arc::new(StringArray::from_iter_values(
-                    records.iter().map(|r| r.topic.as_ref()),
-                )),
-                KafkaMetadata::Partition => Arc::new(Int32Array::from_iter_values(
-                    records.iter().map(|r| r.partition),
-                )),
-                KafkaMetadata::Offset => Arc::new(Int64Array::from_iter_values(
-                    records.iter().map(|r| r.offset),
-                )),
-                KafkaMetadata::Timestamp => Arc::new(
-                    TimestampMillisecondArray::from_iter(records.iter().map(|r| r.timestamp))
-                        .with_timezone("+00:00"),
-                ),
-                KafkaMetadata::TimestampType => Arc::new(StringArray::from_iter_values(
-                    records.iter().map(|r| r.timestamp_type),
-                )),
-            };
-            let taken = arrow::compute::take(&per_record, &index, None)?;
-            columns.push(arrow::compute::cast(&taken, field.data_type())?);
-        }
-        let out = RecordBatch::try_new(shared.schema.clone(), columns)?;
-        Ok(match ops {
-            Some(ops) => weir_common::changelog::attach(&out, Arc::new(ops))?,
-            None => out,
-        })
-    }
-}
-
-impl Record {
-    fn value_len(&self) -> usize {
-        self.value.as_ref().map_or(0, Vec::len)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn specific_offsets_are_parsed_and_bad_entries_named() {
-        let ok = parse_specific_offsets("t", "k", "partition:0,offset:42;partition:1,offset:300")
-            .unwrap();
-        assert_eq!(ok, BTreeMap::from([(0, 42), (1, 300)]));
-        let err = parse_specific_offsets("t", "k", "partition:0,offset:42;partition:x,offset:1")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("entry 2 'partition:x,offset:1'"), "{err}");
-        assert!(parse_specific_offsets("t", "k", " ; ").is_err());
-    }
 
     #[test]
     fn every_partition_has_one_owner_spread_over_subtasks() {

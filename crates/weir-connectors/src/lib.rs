@@ -28,7 +28,7 @@ pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
         filesystem::SOURCE_OPTIONS,
         filesystem::SINK_OPTIONS,
     ),
-    ("kafka", kafka::SOURCE_OPTIONS, &[]),
+    ("kafka", kafka::SOURCE_OPTIONS, kafka::sink::SINK_OPTIONS),
     ("memory", memory::OPTIONS, &[]),
     ("nexmark", nexmark::OPTIONS, &[]),
     ("print", &[], print::OPTIONS),
@@ -125,7 +125,8 @@ pub fn check_overwrite(options: &ConnectorOptions) -> Result<()> {
 
 /// Checks that a table can take the rows of a query: `updates` names the operator that
 /// makes the query's result an updating one (a changelog with `-U`/`+U`/`-D` rows), if any,
-/// and only `print`, `blackhole` and files in `debezium-json` can take updates.
+/// and only `print`, `blackhole`, and files and Kafka topics in `debezium-json` can take
+/// updates.
 pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Result<()> {
     let (name, ..) = lookup(options)?;
     let Some(producer) = updates else {
@@ -134,6 +135,7 @@ pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Res
     let takes = match *name {
         "print" | "blackhole" => true,
         "filesystem" => filesystem::format::Format::from_options(options)?.takes_changelog(),
+        "kafka" => kafka::value_format(options)?.takes_changelog(),
         _ => false,
     };
     if takes {
@@ -172,6 +174,9 @@ pub async fn create_sink(
                 sink,
             ))))
         }
+        "kafka" => Ok(Arc::new(kafka::sink::KafkaSinkFactory::try_new(
+            options, schema,
+        )?)),
         other => Err(Error::config(format!(
             "table '{}': connector '{other}' can only be read, not written to",
             options.table

@@ -13,6 +13,7 @@
 
 mod decode;
 mod positions;
+pub mod sink;
 pub mod source;
 
 use crate::filesystem::format::Format;

@@ -71,7 +71,6 @@ impl KafkaSourceFactory {
         schema: SchemaRef,
         metadata: &[(String, String)],
     ) -> Result<Self> {
-        options.check_known("kafka", super::SOURCE_OPTIONS)?;
         let table = options.table.clone();
         let topics = match (options.get("topic"), options.get("topic-pattern")) {
             (Some(_), Some(_)) => {

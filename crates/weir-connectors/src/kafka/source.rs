@@ -524,12 +524,20 @@ impl Source for KafkaSource {
             let message = match message {
                 Ok(m) => m,
                 Err(KafkaError::PartitionEOF(p)) => {
-                    // The partition number alone: every pending partition of that number
-                    // that has read all it was given is at its end.
-                    for ((_, partition), part) in self.parts.iter_mut() {
-                        if *partition == p {
-                            part.at_end = true;
-                        }
+                    // The end of a partition ends a bounded read whose stop offset was the
+                    // end when it started (a specific offset may lie beyond it). librdkafka
+                    // names the partition number only: it is trusted when one unfinished
+                    // partition has that number (else the stop offset decides, which a
+                    // trailing transaction marker delays until more records arrive).
+                    if matches!(self.shared.bounded, Some(Position::Specific(_))) {
+                        continue;
+                    }
+                    let mut open = self
+                        .parts
+                        .iter_mut()
+                        .filter(|((_, partition), part)| *partition == p && !part.finished());
+                    if let (Some((_, part)), None) = (open.next(), open.next()) {
+                        part.at_end = true;
                     }
                     continue;
                 }

@@ -14,7 +14,6 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -50,32 +49,16 @@ fn broker_binary() -> Option<String> {
 
 fn start_broker() -> Option<Broker> {
     let bin = broker_binary()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let url = format!("tcp://127.0.0.1:{port}");
-    // The broker dies with the test process: the shell watches our pid.
-    let watcher = format!(
-        "'{bin}' broker --listener-url {url} --advertised-listener-url {url} \
-         --storage-engine memory://tansu/ >/dev/null 2>&1 & B=$!; \
-         while kill -0 {} 2>/dev/null; do sleep 1; done; kill $B",
-        std::process::id()
+    start_service(
+        &format!(
+            "'{bin}' broker --listener-url {url} --advertised-listener-url {url} \
+             --storage-engine memory://tansu/"
+        ),
+        port,
+        "the Kafka broker",
     );
-    #[allow(clippy::zombie_processes)] // the watcher ends on its own, after the test process
-    let _ = std::process::Command::new("sh")
-        .args(["-c", &watcher])
-        .spawn()
-        .expect("start the Kafka broker");
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the Kafka broker did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
     Some(Broker {
         bootstrap: format!("127.0.0.1:{port}"),
     })
@@ -405,11 +388,7 @@ fn bad_brokers_topics_options_and_records_are_named() {
         String::from_utf8_lossy(&o.stderr).to_string()
     };
     let bounded = ", 'scan.bounded.mode' = 'latest-offset'";
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead_port = free_port();
     let err = job(
         "down",
         &source_table(b, "src", "t", "").replace(&b.bootstrap, &format!("127.0.0.1:{dead_port}")),

@@ -26,30 +26,12 @@ fn start_server() -> Option<S3Server> {
     {
         return None;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    // The server dies with the test process: the shell watches our pid.
-    let watcher = format!(
-        "moto_server -H 127.0.0.1 -p {port} >/dev/null 2>&1 & M=$!; \
-         while kill -0 {} 2>/dev/null; do sleep 1; done; kill $M",
-        std::process::id()
+    let port = free_port();
+    start_service(
+        &format!("moto_server -H 127.0.0.1 -p {port}"),
+        port,
+        "moto_server",
     );
-    #[allow(clippy::zombie_processes)] // the watcher ends on its own, after the test process
-    let _ = std::process::Command::new("sh")
-        .args(["-c", &watcher])
-        .spawn()
-        .expect("start moto_server");
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "moto_server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
     Some(S3Server {
         endpoint: format!("http://127.0.0.1:{port}"),
         port,

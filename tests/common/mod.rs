@@ -169,3 +169,35 @@ pub fn materialize(lines: Vec<String>) -> Vec<String> {
     plain.sort();
     plain
 }
+
+/// Free loopback port for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts the shell command `command` in the background, stopped when the test process
+/// ends (a shell watches our pid), and waits until 127.0.0.1:`port` accepts connections.
+pub fn start_service(command: &str, port: u16, what: &str) {
+    let watcher = format!(
+        "{command} >/dev/null 2>&1 & S=$!; \
+         while kill -0 {} 2>/dev/null; do sleep 1; done; kill $S",
+        std::process::id()
+    );
+    #[allow(clippy::zombie_processes)] // the watcher ends on its own, after the test process
+    let _ = Command::new("sh")
+        .args(["-c", &watcher])
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{what} did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -10,6 +10,7 @@ pub mod datagen;
 pub mod filesystem;
 pub mod kafka;
 pub mod memory;
+mod metadata;
 pub mod nexmark;
 pub mod print;
 mod split;

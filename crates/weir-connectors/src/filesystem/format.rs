@@ -279,7 +279,7 @@ impl Format {
 }
 
 /// The one column of a `raw` table: whether it is text (else bytes).
-fn raw_column(schema: &SchemaRef) -> Result<bool> {
+pub(crate) fn raw_column(schema: &SchemaRef) -> Result<bool> {
     use arrow::datatypes::DataType;
     match schema.fields().as_ref() {
         [f] if f.data_type() == &DataType::Utf8 => Ok(true),

@@ -29,6 +29,8 @@ pub struct FileSourceFactory {
     schema: SchemaRef,
     /// The metadata columns of `schema` and what each one holds.
     metadata: Arc<Vec<(usize, FileMetadata)>>,
+    /// The columns the files hold (`schema` without the metadata columns).
+    physical: SchemaRef,
     format: Format,
     store: Arc<dyn ObjectStore>,
     location: String,
@@ -83,20 +85,15 @@ impl FileSourceFactory {
         metadata: &[(String, String)],
     ) -> Result<Self> {
         options.check_known("filesystem", super::SOURCE_OPTIONS)?;
-        let metadata = metadata
-            .iter()
-            .map(|(column, key)| {
-                let what = FileMetadata::from_key(key).ok_or_else(|| {
-                    Error::config(format!(
-                        "table '{}': column '{column}' reads unknown metadata '{key}'; the \
-                         filesystem connector has: {}",
-                        options.table,
-                        FileMetadata::KEYS.join(", ")
-                    ))
-                })?;
-                Ok((schema.index_of(column)?, what))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let metadata = crate::metadata::resolve(
+            options,
+            "filesystem",
+            &schema,
+            metadata,
+            FileMetadata::KEYS,
+            FileMetadata::from_key,
+        )?;
+        let physical = crate::metadata::physical_schema(&schema, &metadata);
         let monitor = options
             .get("source.monitor-interval")
             .map(|v| {
@@ -126,6 +123,7 @@ impl FileSourceFactory {
         Ok(Self {
             schema,
             metadata: Arc::new(metadata),
+            physical,
             format,
             store,
             location,
@@ -205,6 +203,7 @@ impl SourceFactory for FileSourceFactory {
             return Ok(Box::new(FileSource {
                 schema: self.schema.clone(),
                 metadata: self.metadata.clone(),
+                physical: self.physical.clone(),
                 shown_root: super::shown_root(&self.location),
                 format: self.format.clone(),
                 store: self.store.clone(),
@@ -235,6 +234,7 @@ impl SourceFactory for FileSourceFactory {
         Ok(Box::new(FileSource {
             schema: self.schema.clone(),
             metadata: self.metadata.clone(),
+            physical: self.physical.clone(),
             shown_root: super::shown_root(&self.location),
             format: self.format.clone(),
             store: self.store.clone(),
@@ -249,6 +249,8 @@ impl SourceFactory for FileSourceFactory {
 struct FileSource {
     schema: SchemaRef,
     metadata: Arc<Vec<(usize, FileMetadata)>>,
+    /// The columns the files hold.
+    physical: SchemaRef,
     /// Put before a file's object-store path in messages (see `shown_root`).
     shown_root: String,
     format: Format,
@@ -308,22 +310,6 @@ impl FileMetadata {
 }
 
 impl FileSource {
-    /// The columns the file itself holds (the table's, without metadata columns).
-    fn format_schema(&self) -> SchemaRef {
-        if self.metadata.is_empty() {
-            return self.schema.clone();
-        }
-        let fields: Vec<_> = self
-            .schema
-            .fields()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !self.metadata.iter().any(|(m, _)| m == i))
-            .map(|(_, f)| f.clone())
-            .collect();
-        Arc::new(arrow::datatypes::Schema::new(fields))
-    }
-
     /// A decoded batch with the metadata columns put in their places.
     fn with_metadata(
         &self,
@@ -331,28 +317,14 @@ impl FileSource {
         shown: &str,
         meta: &object_store::ObjectMeta,
     ) -> Result<RecordBatch> {
-        let (data, ops) = weir_common::changelog::split(batch);
-        let rows = data.num_rows();
-        let mut file_columns = data.columns().iter();
-        let mut columns = Vec::with_capacity(self.schema.fields().len());
-        for (i, field) in self.schema.fields().iter().enumerate() {
-            match self.metadata.iter().find(|(m, _)| *m == i) {
-                Some((_, what)) => {
-                    let one = arrow::compute::cast(&what.value(shown, meta), field.data_type())?;
-                    let repeated = arrow::compute::take(
-                        &one,
-                        &arrow::array::UInt32Array::from(vec![0; rows]),
-                        None,
-                    )?;
-                    columns.push(repeated);
-                }
-                None => columns.push(file_columns.next().expect("one per file column").clone()),
-            }
-        }
-        let out = RecordBatch::try_new(self.schema.clone(), columns)?;
-        Ok(match ops {
-            Some(ops) => weir_common::changelog::attach(&out, Arc::new(ops))?,
-            None => out,
+        let rows = batch.num_rows();
+        crate::metadata::place(&self.schema, &self.metadata, batch, |what| {
+            let one = what.value(shown, meta);
+            Ok(arrow::compute::take(
+                &one,
+                &arrow::array::UInt32Array::from(vec![0; rows]),
+                None,
+            )?)
         })
     }
 }
@@ -383,7 +355,7 @@ impl Source for FileSource {
             let file = self.store.get(&path).await.map_err(read_error)?;
             let meta = file.meta.clone();
             let bytes = file.bytes().await.map_err(read_error)?;
-            let mut decoded = self.format.decode(&shown, bytes, &self.format_schema())?;
+            let mut decoded = self.format.decode(&shown, bytes, &self.physical)?;
             if !self.metadata.is_empty() {
                 for batch in &mut decoded.batches {
                     *batch = self.with_metadata(batch, &shown, &meta)?;

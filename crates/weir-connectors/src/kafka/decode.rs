@@ -4,7 +4,7 @@
 //! columns and for naming the topic, partition and offset of a value that does not
 //! decode.
 
-use crate::filesystem::format::{Decoded, Format};
+use crate::filesystem::format::{Decoded, Format, raw_column};
 use arrow::array::{
     ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
     UInt32Array,
@@ -63,7 +63,6 @@ impl Record {
 
 /// Decodes the messages of one table.
 pub(super) struct Decoder {
-    pub table: String,
     pub format: Format,
     /// The table's columns (physical and metadata).
     pub schema: SchemaRef,
@@ -77,10 +76,10 @@ impl Decoder {
     /// columns filled in), naming topic, partition and offset of a value that does not
     /// decode; also says how many records or fields were skipped.
     pub(super) fn decode(&self, records: &[Record]) -> Result<(RecordBatch, u64)> {
-        let shared = self;
-        let format = &shared.format;
-        // (batch, the record of each of its rows)
-        let mut pieces: Vec<(RecordBatch, Vec<u32>)> = Vec::new();
+        let format = &self.format;
+        // Decoded batches, and the record of each of their rows.
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        let mut rows: Vec<u32> = Vec::new();
         let mut skipped = 0;
         let joined = !format.is_changelog_source()
             && records
@@ -88,7 +87,8 @@ impl Decoder {
                 .all(|r| r.value.as_deref().is_some_and(|v| !v.contains(&b'\n')));
         let mut done = false;
         if matches!(format, Format::Raw) {
-            pieces.push(self.raw(records)?);
+            batches.push(self.raw(records)?);
+            rows.extend(0..records.len() as u32);
             done = true;
         } else if joined {
             let mut text = Vec::with_capacity(records.iter().map(|r| r.value_len() + 1).sum());
@@ -97,9 +97,9 @@ impl Decoder {
                 text.push(b'\n');
             }
             let name = format!("Kafka topic '{}'", records[0].topic);
-            if let Ok(decoded) = format.decode(&name, Bytes::from(text), &shared.value_schema) {
-                let rows: usize = decoded.batches.iter().map(RecordBatch::num_rows).sum();
-                if rows == records.len() {
+            if let Ok(decoded) = format.decode(&name, Bytes::from(text), &self.value_schema) {
+                let n: usize = decoded.batches.iter().map(RecordBatch::num_rows).sum();
+                if n == records.len() {
                     if decoded.skipped.count > 0 {
                         skipped += decoded.skipped.count;
                         tracing::warn!(
@@ -108,12 +108,8 @@ impl Decoder {
                             decoded.skipped.first.as_deref().unwrap_or("?")
                         );
                     }
-                    let mut first = 0u32;
-                    for batch in decoded.batches {
-                        let n = batch.num_rows() as u32;
-                        pieces.push((batch, (first..first + n).collect()));
-                        first += n;
-                    }
+                    batches = decoded.batches;
+                    rows.extend(0..n as u32);
                     done = true;
                 }
             }
@@ -128,9 +124,9 @@ impl Decoder {
                     r.topic, r.partition, r.offset
                 );
                 let Decoded {
-                    batches,
+                    batches: decoded,
                     skipped: s,
-                } = format.decode(&name, Bytes::copy_from_slice(value), &shared.value_schema)?;
+                } = format.decode(&name, Bytes::copy_from_slice(value), &self.value_schema)?;
                 if s.count > 0 {
                     skipped += s.count;
                     tracing::warn!(
@@ -138,21 +134,29 @@ impl Decoder {
                         s.first.as_deref().unwrap_or("?")
                     );
                 }
-                for batch in batches {
-                    let rows = vec![i as u32; batch.num_rows()];
-                    pieces.push((batch, rows));
+                for batch in decoded {
+                    rows.extend(std::iter::repeat_n(i as u32, batch.num_rows()));
+                    batches.push(batch);
                 }
             }
         }
-        let batches = pieces
-            .into_iter()
-            .map(|(batch, rows)| self.with_metadata(&batch, records, &rows))
-            .collect::<Result<Vec<_>>>()?;
-        let schema = self.output_schema();
-        Ok((arrow::compute::concat_batches(&schema, &batches)?, skipped))
+        let Some(first) = batches.first() else {
+            return Ok((RecordBatch::new_empty(self.output_schema()), skipped));
+        };
+        let batch = arrow::compute::concat_batches(&first.schema(), &batches)?;
+        let index = UInt32Array::from(rows);
+        let placed = crate::metadata::place(&self.schema, &self.metadata, &batch, |what| {
+            Ok(arrow::compute::take(
+                &self.per_record(*what, records),
+                &index,
+                None,
+            )?)
+        })?;
+        Ok((placed, skipped))
     }
 
-    pub(super) fn output_schema(&self) -> SchemaRef {
+    /// The table's columns, and the row kinds of a changelog format.
+    fn output_schema(&self) -> SchemaRef {
         let schema = self.schema.clone();
         if self.format.is_changelog_source() {
             weir_common::changelog::with_op_field(&schema)
@@ -162,20 +166,8 @@ impl Decoder {
     }
 
     /// `raw`: each message value is one value, newlines and all.
-    fn raw(&self, records: &[Record]) -> Result<(RecordBatch, Vec<u32>)> {
-        use arrow::datatypes::DataType;
-        let schema = &self.value_schema;
-        let text = match schema.fields().as_ref() {
-            [f] if f.data_type() == &DataType::Utf8 => true,
-            [f] if f.data_type() == &DataType::Binary => false,
-            _ => {
-                return Err(Error::config(format!(
-                    "table '{}': format 'raw' needs exactly one STRING or BYTES column",
-                    self.table
-                )));
-            }
-        };
-        let column: ArrayRef = if text {
+    fn raw(&self, records: &[Record]) -> Result<RecordBatch> {
+        let column: ArrayRef = if raw_column(&self.value_schema)? {
             let mut values = Vec::with_capacity(records.len());
             for r in records {
                 values.push(match &r.value {
@@ -194,56 +186,31 @@ impl Decoder {
                 records.iter().map(|r| r.value.as_deref()),
             ))
         };
-        let batch = RecordBatch::try_new(schema.clone(), vec![column])?;
-        Ok((batch, (0..records.len() as u32).collect()))
+        Ok(RecordBatch::try_new(
+            self.value_schema.clone(),
+            vec![column],
+        )?)
     }
 
-    /// A decoded batch with the metadata columns put in their places; `rows` names the
-    /// record of each row.
-    fn with_metadata(
-        &self,
-        batch: &RecordBatch,
-        records: &[Record],
-        rows: &[u32],
-    ) -> Result<RecordBatch> {
-        let shared = self;
-        if shared.metadata.is_empty() {
-            return Ok(batch.clone());
+    /// A metadata column's value for every record.
+    fn per_record(&self, what: KafkaMetadata, records: &[Record]) -> ArrayRef {
+        match what {
+            KafkaMetadata::Topic => Arc::new(StringArray::from_iter_values(
+                records.iter().map(|r| r.topic.as_ref()),
+            )),
+            KafkaMetadata::Partition => Arc::new(Int32Array::from_iter_values(
+                records.iter().map(|r| r.partition),
+            )),
+            KafkaMetadata::Offset => Arc::new(Int64Array::from_iter_values(
+                records.iter().map(|r| r.offset),
+            )),
+            KafkaMetadata::Timestamp => Arc::new(
+                TimestampMillisecondArray::from_iter(records.iter().map(|r| r.timestamp))
+                    .with_timezone("+00:00"),
+            ),
+            KafkaMetadata::TimestampType => Arc::new(StringArray::from_iter_values(
+                records.iter().map(|r| r.timestamp_type),
+            )),
         }
-        let (data, ops) = weir_common::changelog::split(batch);
-        let index = UInt32Array::from(rows.to_vec());
-        let mut value_columns = data.columns().iter();
-        let mut columns = Vec::with_capacity(shared.schema.fields().len());
-        for (i, field) in shared.schema.fields().iter().enumerate() {
-            let Some((_, what)) = shared.metadata.iter().find(|(m, _)| *m == i) else {
-                columns.push(value_columns.next().expect("one per value column").clone());
-                continue;
-            };
-            let per_record: ArrayRef = match what {
-                KafkaMetadata::Topic => Arc::new(StringArray::from_iter_values(
-                    records.iter().map(|r| r.topic.as_ref()),
-                )),
-                KafkaMetadata::Partition => Arc::new(Int32Array::from_iter_values(
-                    records.iter().map(|r| r.partition),
-                )),
-                KafkaMetadata::Offset => Arc::new(Int64Array::from_iter_values(
-                    records.iter().map(|r| r.offset),
-                )),
-                KafkaMetadata::Timestamp => Arc::new(
-                    TimestampMillisecondArray::from_iter(records.iter().map(|r| r.timestamp))
-                        .with_timezone("+00:00"),
-                ),
-                KafkaMetadata::TimestampType => Arc::new(StringArray::from_iter_values(
-                    records.iter().map(|r| r.timestamp_type),
-                )),
-            };
-            let taken = arrow::compute::take(&per_record, &index, None)?;
-            columns.push(arrow::compute::cast(&taken, field.data_type())?);
-        }
-        let out = RecordBatch::try_new(shared.schema.clone(), columns)?;
-        Ok(match ops {
-            Some(ops) => weir_common::changelog::attach(&out, Arc::new(ops))?,
-            None => out,
-        })
     }
 }

@@ -21,7 +21,8 @@
 use super::decode::{Decoder, KafkaMetadata, Record};
 use super::positions::{Position, Topics, parse_position};
 use super::{REQUEST_TIMEOUT, brokers, owner};
-use arrow::datatypes::{Schema, SchemaRef};
+use crate::filesystem::format::{Format, raw_column};
+use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
@@ -146,28 +147,18 @@ impl KafkaSourceFactory {
             )));
         }
         let format = super::value_format(options)?;
-        let metadata = metadata
-            .iter()
-            .map(|(column, key)| {
-                let what = KafkaMetadata::from_key(key).ok_or_else(|| {
-                    Error::config(format!(
-                        "table '{table}': column '{column}' reads unknown metadata '{key}'; the \
-                         kafka connector has: {}",
-                        KafkaMetadata::KEYS.join(", ")
-                    ))
-                })?;
-                Ok((schema.index_of(column)?, what))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let value_schema = Arc::new(Schema::new(
-            schema
-                .fields()
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !metadata.iter().any(|(m, _)| m == i))
-                .map(|(_, f)| f.clone())
-                .collect::<Vec<_>>(),
-        ));
+        let metadata = crate::metadata::resolve(
+            options,
+            "kafka",
+            &schema,
+            metadata,
+            KafkaMetadata::KEYS,
+            KafkaMetadata::from_key,
+        )?;
+        let value_schema = crate::metadata::physical_schema(&schema, &metadata);
+        if matches!(format, Format::Raw) {
+            raw_column(&value_schema)?;
+        }
         let mut config = super::client_config(options)?;
         config
             .set("enable.auto.commit", "false")
@@ -188,7 +179,6 @@ impl KafkaSourceFactory {
             reset_to_earliest,
             discovery,
             decoder: Decoder {
-                table: options.table.clone(),
                 format,
                 schema,
                 value_schema,
@@ -367,7 +357,7 @@ impl SourceFactory for KafkaSourceFactory {
     }
 
     fn schema(&self) -> SchemaRef {
-        self.shared.decoder.output_schema()
+        self.shared.decoder.schema.clone()
     }
 
     fn is_bounded(&self) -> bool {

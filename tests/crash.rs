@@ -185,7 +185,7 @@ fn streaming_limit_is_exactly_once_under_sigkill() {
 }
 
 /// Runs the job with the failpoint `point` armed and checks that it stopped there.
-fn crash_at(args: &[&str], point: &str) {
+pub fn crash_at(args: &[&str], point: &str) {
     let crashed = spawn(args, &[("WEIR_FAILPOINTS", point)])
         .wait_with_output()
         .unwrap();

@@ -37,7 +37,6 @@ matching Python codec package; gzip works without one.
 import argparse
 import json
 import sys
-import time
 
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.consumer import FetchRequest
@@ -60,14 +59,16 @@ def text(b):
 def read_partition(client, node, topic, topic_id, partition, timeout_ms):
     """Yield (batch, records) for every record batch in [0, high watermark)."""
     offset, high_watermark = 0, None
-    limit, stalls = MAX_BYTES, 0
+    wait_ms, stalls = 500, 0
     while high_watermark is None or offset < high_watermark:
         part = FetchRequest.FetchTopic.FetchPartition(
-            partition=partition, fetch_offset=offset, partition_max_bytes=limit,
+            partition=partition, fetch_offset=offset, partition_max_bytes=MAX_BYTES,
             current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)
-        # max_wait_ms=1, not 0: tansu 0.6.0 answers max_wait_ms=0 with no partitions at all.
+        # tansu 0.6.0 gathers records only for max_wait_ms: max_wait_ms=0 answers with no
+        # partitions at all, and 1 ms finds no records when the log holds many small batches.
+        # min_bytes=1 makes it answer as soon as it has some.
         req = FetchRequest(
-            replica_id=-1, max_wait_ms=1, min_bytes=0, max_bytes=limit,
+            replica_id=-1, max_wait_ms=wait_ms, min_bytes=1, max_bytes=MAX_BYTES,
             isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
             topics=[FetchRequest.FetchTopic(topic=topic, topic_id=topic_id, partitions=[part])],
             forgotten_topics_data=[])
@@ -88,12 +89,11 @@ def read_partition(client, node, topic, topic_id, partition, timeout_ms):
                 yield batch, list(batch)
                 offset = batch.next_offset
         if offset == start and offset < high_watermark:
-            # tansu 0.6.0 sometimes answers a large fetch with no records: ask again for less.
+            # No records within max_wait_ms although the log holds more: wait longer.
             stalls += 1
-            if stalls > 8:
+            if stalls > 5:
                 fail(f"{topic}/{partition}: no progress at offset {offset} (high watermark {high_watermark})")
-            limit = max(limit // 2, 16 << 10)
-            time.sleep(0.05)
+            wait_ms = min(wait_ms * 2, 8000)
         else:
             stalls = 0
 

@@ -22,6 +22,23 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use weir_common::{ConnectorOptions, Error, Result};
 
+/// A consumer whose client-level errors are logged as warnings, except the end-of-partition
+/// events the source asks for (`enable.partition.eof`), which are not errors.
+pub(crate) type KafkaConsumer = rdkafka::consumer::BaseConsumer<Quiet>;
+
+pub(crate) struct Quiet;
+
+impl rdkafka::ClientContext for Quiet {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        use rdkafka::types::RDKafkaErrorCode::PartitionEOF;
+        if error.rdkafka_error_code() != Some(PartitionEOF) {
+            tracing::warn!("Kafka client: {error}: {reason}");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for Quiet {}
+
 /// How long a metadata or offset request may wait for the brokers before the job fails
 /// with an error naming them (a broker that is down must not hang the job).
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

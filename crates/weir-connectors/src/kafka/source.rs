@@ -18,13 +18,14 @@
 //!   `poll_next` is cancel-safe. Blocking client calls (metadata, offsets) run on tokio's
 //!   blocking pool.
 
+use super::KafkaConsumer as BaseConsumer;
 use super::decode::{Decoder, KafkaMetadata, Record};
 use super::positions::{Position, Topics, parse_position};
 use super::{REQUEST_TIMEOUT, brokers, owner};
 use crate::filesystem::format::{Format, raw_column};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Message, Timestamp};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -205,7 +206,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 
 impl Shared {
     fn consumer(&self) -> Result<BaseConsumer> {
-        self.config.create().map_err(|e| {
+        self.config.create_with_context(super::Quiet).map_err(|e| {
             Error::config(format!(
                 "table '{}': cannot create a Kafka consumer: {e}",
                 self.table

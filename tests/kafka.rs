@@ -539,8 +539,9 @@ fn at_least_once_sink_loses_nothing_under_sigkill() {
 
 /// The records a topic holds as committed data, as `tests/kafka/committed.py` reads them
 /// (it filters aborted transactions itself: Tansu's read_committed does not); with
-/// `uncommitted`, every data record, aborted ones included.
-fn committed_values(b: &Broker, topic: &str, uncommitted: bool) -> Vec<String> {
+/// `uncommitted`, every data record, aborted ones included. Each is a JSON object with
+/// `partition`, `offset`, `key`, `value`, `timestamp` and `headers`.
+fn committed_records(b: &Broker, topic: &str, uncommitted: bool) -> Vec<serde_json::Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka/committed.py");
     let mut cmd = std::process::Command::new("python3");
     cmd.arg(script).args([&b.bootstrap, topic]);
@@ -556,10 +557,15 @@ fn committed_values(b: &Broker, topic: &str, uncommitted: bool) -> Vec<String> {
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| {
-            let record: serde_json::Value = serde_json::from_str(l).unwrap();
-            record["value"].as_str().unwrap().to_string()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The values of [`committed_records`].
+fn committed_values(b: &Broker, topic: &str, uncommitted: bool) -> Vec<String> {
+    committed_records(b, topic, uncommitted)
+        .iter()
+        .map(|r| r["value"].as_str().unwrap().to_string())
         .collect()
 }
 
@@ -760,4 +766,174 @@ fn exactly_once_sink_commits_every_row_once_under_failpoints_sigkill_and_rescali
         2 * rows,
         &format!("after {kills} kills"),
     );
+}
+
+/// Kafka's `Utils.murmur2`, which its Java client (and so Flink) uses to place a keyed
+/// message: partition = (hash & 0x7fffffff) mod partitions.
+fn murmur2(data: &[u8]) -> u32 {
+    const M: u32 = 0x5bd1e995;
+    let mut h: u32 = 0x9747b28c ^ data.len() as u32;
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M) ^ k;
+    }
+    let rest = chunks.remainder();
+    if rest.len() >= 3 {
+        h ^= (rest[2] as u32) << 16;
+    }
+    if rest.len() >= 2 {
+        h ^= (rest[1] as u32) << 8;
+    }
+    if !rest.is_empty() {
+        h ^= rest[0] as u32;
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h & 0x7fffffff
+}
+
+/// Message keys as Flink lays them out: `key.format` + `key.fields` (with
+/// `key.fields-prefix` and `value.fields-include` = `EXCEPT_KEY`, or `ALL`), written by
+/// the sink — keyed messages placed by the murmur2 hash of the key, as Kafka's Java
+/// client places them — and read back by the source, a message without a key giving
+/// nulls; a raw key; mistakes in the options named.
+#[test]
+fn message_keys_are_written_and_read_in_flinks_layouts() {
+    let Some(b) = broker() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = 300;
+    b.create_topic("keyed", 3);
+    let keyed = |name: &str, extra: &str| {
+        format!(
+            "CREATE TABLE {name} (k_id BIGINT, k_kind INT, name STRING{extra}) WITH (\
+             'connector' = 'kafka', 'topic' = 'keyed', 'properties.bootstrap.servers' = '{}', \
+             'key.format' = 'json', 'key.fields' = 'k_id;k_kind', 'key.fields-prefix' = 'k_', \
+             'value.format' = 'json', 'value.fields-include' = 'EXCEPT_KEY', \
+             'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset', \
+             'properties.batch.num.messages' = '1')",
+            b.bootstrap
+        )
+    };
+    let write = format!(
+        "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '{rows}', \
+         'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '{rows}');\n\
+         {};\n\
+         INSERT INTO dst SELECT id, CAST(id % 7 AS INT), 'n' || CAST(id AS STRING) FROM src;",
+        keyed("dst", "")
+    );
+    let s = write_script(tmp.path(), "write.sql", &write);
+    run_ok(&[s.to_str().unwrap(), "-p", "2"]);
+    let records = committed_records(b, "keyed", false);
+    assert_eq!(records.len(), rows);
+    for r in &records {
+        let key = r["key"].as_str().unwrap();
+        let k: serde_json::Value = serde_json::from_str(key).unwrap();
+        let id = k["id"].as_i64().unwrap();
+        assert_eq!(k, serde_json::json!({"id": id, "kind": id % 7}), "{r}");
+        assert_eq!(r["value"], format!("{{\"name\":\"n{id}\"}}"), "{r}");
+        assert_eq!(
+            r["partition"].as_u64().unwrap(),
+            murmur2(key.as_bytes()) as u64 % 3,
+            "{r}: not where Kafka's Java client would put it"
+        );
+    }
+    // One message without a key: its key columns are null.
+    b.produce("keyed", 3, &[r#"{"name": "keyless"}"#.to_string()]);
+    let out = tmp.path().join("out");
+    let read = format!(
+        "{};\nCREATE TABLE o (v STRING) WITH ('connector' = 'filesystem', 'path' = '{}', \
+         'format' = 'raw');\n\
+         INSERT INTO o SELECT CONCAT_WS(',', COALESCE(CAST(k_id AS STRING), 'null'), \
+         COALESCE(CAST(k_kind AS STRING), 'null'), name, CAST(`partition` AS STRING)) FROM src;",
+        keyed("src", ", `partition` INT METADATA VIRTUAL"),
+        out.display()
+    );
+    let s = write_script(tmp.path(), "read.sql", &read);
+    run_ok(&[s.to_str().unwrap(), "-p", "2"]);
+    let mut expected: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let k: serde_json::Value = serde_json::from_str(r["key"].as_str().unwrap()).unwrap();
+            format!("{},{},n{},{}", k["id"], k["kind"], k["id"], r["partition"])
+        })
+        .collect();
+    expected.push("null,null,keyless,0".into());
+    expected.sort();
+    assert_eq!(committed_lines(&out), expected);
+
+    // `ALL`: the value holds every column; a raw key.
+    b.create_topic("keyed-all", 2);
+    let all = format!(
+        "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '20', \
+         'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '20');\n\
+         CREATE TABLE dst (name STRING, id BIGINT) WITH ('connector' = 'kafka', \
+         'topic' = 'keyed-all', 'properties.bootstrap.servers' = '{}', 'key.format' = 'raw', \
+         'key.fields' = 'name', 'format' = 'json');\n\
+         INSERT INTO dst SELECT 'n' || CAST(id AS STRING), id FROM src;",
+        b.bootstrap
+    );
+    let s = write_script(tmp.path(), "all.sql", &all);
+    run_ok(&[s.to_str().unwrap()]);
+    let mut got: Vec<(String, String)> = committed_records(b, "keyed-all", false)
+        .iter()
+        .map(|r| {
+            let key = r["key"].as_str().unwrap().to_string();
+            assert_eq!(
+                r["partition"].as_u64().unwrap(),
+                murmur2(key.as_bytes()) as u64 % 2,
+                "{r}"
+            );
+            (key, r["value"].as_str().unwrap().to_string())
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(String, String)> = (1..=20)
+        .map(|i| (format!("n{i}"), format!("{{\"name\":\"n{i}\",\"id\":{i}}}")))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+
+    for (options, error) in [
+        ("'key.format' = 'json'", "'key.format' needs 'key.fields'"),
+        ("'key.fields' = 'name'", "'key.fields' needs 'key.format'"),
+        (
+            "'key.format' = 'json', 'key.fields' = 'nope'",
+            "'key.fields' names 'nope', which is not a physical column of the table (id, name)",
+        ),
+        (
+            "'key.format' = 'debezium-json', 'key.fields' = 'id'",
+            "'key.format' = 'debezium-json' cannot be used for Kafka messages",
+        ),
+        (
+            "'value.fields-include' = 'EXCEPT_KEY'",
+            "'value.fields-include' = 'EXCEPT_KEY' needs a key",
+        ),
+        (
+            "'key.format' = 'json', 'key.fields' = 'id', 'key.fields-prefix' = 'k_', \
+             'value.fields-include' = 'EXCEPT_KEY'",
+            "key column 'id' does not start with 'key.fields-prefix' 'k_'",
+        ),
+        (
+            "'key.format' = 'json', 'key.fields' = 'id', 'key.fields-prefix' = 'i'",
+            "'key.fields-prefix' needs 'value.fields-include' = 'EXCEPT_KEY'",
+        ),
+    ] {
+        let sql = format!(
+            "{}, {options});\nSELECT * FROM t;",
+            source_table(b, "t", "keyed", "")
+        );
+        let s = write_script(tmp.path(), "bad.sql", &sql);
+        let o = run(&[s.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(error),
+            "{options}: {err}"
+        );
+    }
 }

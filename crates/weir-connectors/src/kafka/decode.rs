@@ -52,6 +52,7 @@ pub(super) struct Record {
     pub(super) offset: i64,
     pub(super) timestamp: Option<i64>,
     pub(super) timestamp_type: &'static str,
+    pub(super) key: Option<Vec<u8>>,
     pub(super) value: Option<Vec<u8>>,
 }
 
@@ -66,8 +67,13 @@ pub(super) struct Decoder {
     pub format: Format,
     /// The table's columns (physical and metadata).
     pub schema: SchemaRef,
-    /// The columns the message value holds.
+    /// The table's columns without the metadata ones.
+    pub physical: SchemaRef,
+    /// The columns the message value holds, and their places in `physical`.
     pub value_schema: SchemaRef,
+    pub value_fields: Vec<usize>,
+    /// The key, when its columns are read from it (`value.fields-include` = `EXCEPT_KEY`).
+    pub key: Option<super::keys::Key>,
     pub metadata: Vec<(usize, KafkaMetadata)>,
 }
 
@@ -145,6 +151,10 @@ impl Decoder {
         };
         let batch = arrow::compute::concat_batches(&first.schema(), &batches)?;
         let index = UInt32Array::from(rows);
+        let batch = match &self.key {
+            None => batch,
+            Some(key) => self.with_key_columns(key, records, &batch, &index)?,
+        };
         let placed = crate::metadata::place(&self.schema, &self.metadata, &batch, |what| {
             Ok(arrow::compute::take(
                 &self.per_record(*what, records),
@@ -153,6 +163,112 @@ impl Decoder {
             )?)
         })?;
         Ok((placed, skipped))
+    }
+
+    /// The physical columns of `values` (the value columns of the records `index` names)
+    /// with the key columns decoded from the records' keys; a record without a key has
+    /// nulls there.
+    fn with_key_columns(
+        &self,
+        key: &super::keys::Key,
+        records: &[Record],
+        values: &RecordBatch,
+        index: &UInt32Array,
+    ) -> Result<RecordBatch> {
+        // One key row per record that has a key.
+        let mut key_rows: Vec<Option<u32>> = Vec::with_capacity(records.len());
+        let mut keyed = Vec::new();
+        for r in records {
+            key_rows.push(r.key.as_ref().map(|_| keyed.len() as u32));
+            if r.key.is_some() {
+                keyed.push(r);
+            }
+        }
+        let decoded = self.decode_keys(key, &keyed)?;
+        let per_record = UInt32Array::from(key_rows);
+        let rows = arrow::compute::take(&per_record, index, None)?;
+        let rows = rows.as_any().downcast_ref::<UInt32Array>().expect("u32");
+        let (data, ops) = weir_common::changelog::split(values);
+        let mut columns = Vec::with_capacity(self.physical.fields().len());
+        let mut value_columns = data.columns().iter();
+        for i in 0..self.physical.fields().len() {
+            match key.fields.iter().position(|k| *k == i) {
+                Some(k) => columns.push(arrow::compute::take(decoded.column(k), rows, None)?),
+                None => {
+                    debug_assert!(self.value_fields.contains(&i));
+                    columns.push(value_columns.next().expect("a value column").clone());
+                }
+            }
+        }
+        let out = RecordBatch::try_new(self.physical.clone(), columns)?;
+        Ok(match ops {
+            Some(ops) => weir_common::changelog::attach(&out, Arc::new(ops))?,
+            None => out,
+        })
+    }
+
+    /// The keys of `records` (all with a key), one row each.
+    fn decode_keys(&self, key: &super::keys::Key, records: &[&Record]) -> Result<RecordBatch> {
+        let bytes = |r: &Record| r.key.clone().unwrap_or_default();
+        if records.is_empty() {
+            return Ok(RecordBatch::new_empty(key.schema.clone()));
+        }
+        if matches!(key.format, Format::Raw) {
+            let column: ArrayRef = if raw_column(&key.schema)? {
+                let mut values = Vec::with_capacity(records.len());
+                for r in records {
+                    values.push(String::from_utf8(bytes(r)).map_err(|e| {
+                        Error::input(format!(
+                            "Kafka topic '{}' partition {} offset {}: the key is not UTF-8: {e}",
+                            r.topic, r.partition, r.offset
+                        ))
+                    })?);
+                }
+                Arc::new(StringArray::from(values))
+            } else {
+                Arc::new(arrow::array::BinaryArray::from_iter_values(
+                    records.iter().map(|r| bytes(r)),
+                ))
+            };
+            return Ok(RecordBatch::try_new(key.schema.clone(), vec![column])?);
+        }
+        // All keys at once when each is one line, else one by one (exact errors).
+        if records
+            .iter()
+            .all(|r| r.key.as_deref().is_some_and(|k| !k.contains(&b'\n')))
+        {
+            let mut text = Vec::new();
+            for r in records {
+                text.extend_from_slice(r.key.as_deref().unwrap_or_default());
+                text.push(b'\n');
+            }
+            let name = format!("the keys of Kafka topic '{}'", records[0].topic);
+            if let Ok(decoded) = key.format.decode(&name, Bytes::from(text), &key.schema) {
+                let n: usize = decoded.batches.iter().map(RecordBatch::num_rows).sum();
+                if n == records.len() && decoded.skipped.count == 0 {
+                    return Ok(arrow::compute::concat_batches(
+                        &key.schema,
+                        &decoded.batches,
+                    )?);
+                }
+            }
+        }
+        let mut batches = Vec::with_capacity(records.len());
+        for r in records {
+            let name = format!(
+                "the key of Kafka topic '{}' partition {} offset {}",
+                r.topic, r.partition, r.offset
+            );
+            let decoded = key
+                .format
+                .decode(&name, Bytes::from(bytes(r)), &key.schema)?;
+            let n: usize = decoded.batches.iter().map(RecordBatch::num_rows).sum();
+            if n != 1 {
+                return Err(Error::input(format!("{name}: holds {n} rows, not one")));
+            }
+            batches.extend(decoded.batches);
+        }
+        Ok(arrow::compute::concat_batches(&key.schema, &batches)?)
     }
 
     /// The table's columns, and the row kinds of a changelog format.

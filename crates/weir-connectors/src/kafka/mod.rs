@@ -12,6 +12,7 @@
 //! at any parallelism.
 
 mod decode;
+mod keys;
 mod positions;
 pub mod sink;
 pub mod source;
@@ -61,6 +62,12 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "format",
     "value.format",
     "value.fields-include",
+    "key.format",
+    "key.fields",
+    "key.fields-prefix",
+    "key.json.#",
+    "key.csv.#",
+    "key.raw.#",
     "scan.startup.mode",
     "scan.startup.timestamp-millis",
     "scan.startup.specific-offsets",
@@ -100,26 +107,35 @@ pub(crate) fn client_config(options: &ConnectorOptions) -> Result<ClientConfig> 
 /// The value format and its options (`format` + `json.*`, or `value.format` +
 /// `value.json.*`).
 pub fn value_format(options: &ConnectorOptions) -> Result<Format> {
+    match (options.get("format"), options.get("value.format")) {
+        (Some(_), Some(_)) => Err(Error::config(format!(
+            "table '{}': set 'format' or 'value.format', not both",
+            options.table
+        ))),
+        (Some(_), None) => parse_format(options, "format", "", FORMATS),
+        (None, Some(_)) => parse_format(options, "value.format", "value.", FORMATS),
+        (None, None) => Err(Error::config(format!(
+            "table '{}': missing required option 'value.format' (or 'format')",
+            options.table
+        ))),
+    }
+}
+
+/// The format named by option `name`, one of `allowed`, with its options (`<prefix>json.*`
+/// for json, …); an option of another format under `prefix` is an error.
+pub(crate) fn parse_format(
+    options: &ConnectorOptions,
+    name: &str,
+    prefix: &str,
+    allowed: &[&str],
+) -> Result<Format> {
     let table = &options.table;
-    let (format, prefix) = match (options.get("format"), options.get("value.format")) {
-        (Some(_), Some(_)) => {
-            return Err(Error::config(format!(
-                "table '{table}': set 'format' or 'value.format', not both"
-            )));
-        }
-        (Some(f), None) => (f, ""),
-        (None, Some(f)) => (f, "value."),
-        (None, None) => {
-            return Err(Error::config(format!(
-                "table '{table}': missing required option 'value.format' (or 'format')"
-            )));
-        }
-    };
-    let format = format.to_ascii_lowercase();
-    if !FORMATS.contains(&format.as_str()) {
+    let format = options.required(name)?.to_ascii_lowercase();
+    if !allowed.contains(&format.as_str()) {
         return Err(Error::config(format!(
-            "table '{table}': format '{format}' cannot be used for Kafka messages; supported: {}",
-            FORMATS.join(", ")
+            "table '{table}': '{name}' = '{format}' cannot be used for Kafka messages; \
+             supported: {}",
+            allowed.join(", ")
         )));
     }
     let mut values = BTreeMap::from([("format".to_string(), format.clone())]);
@@ -137,7 +153,7 @@ pub fn value_format(options: &ConnectorOptions) -> Result<Format> {
         let known = crate::filesystem::SOURCE_OPTIONS.contains(&rest);
         if *option != format || !known {
             return Err(Error::config(format!(
-                "table '{table}': option '{key}' does not belong to format '{format}'"
+                "table '{table}': option '{key}' does not belong to {name} '{format}'"
             )));
         }
         values.insert(rest.to_string(), value.clone());

@@ -139,14 +139,6 @@ impl KafkaSourceFactory {
                 .get_duration("scan.topic-partition-discovery.interval")?
                 .filter(|d| !d.is_zero()),
         };
-        if let Some(include) = options.get("value.fields-include")
-            && !include.eq_ignore_ascii_case("ALL")
-        {
-            return Err(Error::config(format!(
-                "table '{table}': 'value.fields-include' = '{include}' needs message keys \
-                 ('key.format'), which Weir does not read yet; use 'ALL'"
-            )));
-        }
         let format = super::value_format(options)?;
         let metadata = crate::metadata::resolve(
             options,
@@ -156,10 +148,16 @@ impl KafkaSourceFactory {
             KafkaMetadata::KEYS,
             KafkaMetadata::from_key,
         )?;
-        let value_schema = crate::metadata::physical_schema(&schema, &metadata);
+        let physical = crate::metadata::physical_schema(&schema, &metadata);
+        let layout = super::keys::layout(options, &physical)?;
         if matches!(format, Format::Raw) {
-            raw_column(&value_schema)?;
+            raw_column(&layout.value_schema)?;
         }
+        // With `ALL` the value holds the key columns too, and they are read from it.
+        let key = layout
+            .key
+            .clone()
+            .filter(|_| !layout.value_is_whole(&physical));
         let mut config = super::client_config(options)?;
         config
             .set("enable.auto.commit", "false")
@@ -182,7 +180,10 @@ impl KafkaSourceFactory {
             decoder: Decoder {
                 format,
                 schema,
-                value_schema,
+                physical,
+                value_schema: layout.value_schema,
+                value_fields: layout.value_fields,
+                key,
                 metadata,
             },
         });
@@ -560,6 +561,7 @@ impl Source for KafkaSource {
                 offset: message.offset(),
                 timestamp,
                 timestamp_type,
+                key: message.key().map(<[u8]>::to_vec),
                 value: message.payload().map(<[u8]>::to_vec),
             });
         }

@@ -72,6 +72,8 @@ pub(super) struct Messages {
     pub brokers: String,
     pub format: Format,
     pub schema: SchemaRef,
+    /// Which columns the key and the value hold.
+    pub layout: crate::kafka::keys::Layout,
     pub partitioner: Partitioner,
     pub subtask: usize,
     /// The topic's partition count (for `fixed` and `round-robin`), looked up once.
@@ -91,7 +93,26 @@ impl Messages {
             Partitioner::Default => None,
             _ => Some(self.partition_count(client).await?),
         };
-        let values = self.values(batch)?;
+        let values = match self.layout.value_is_whole(&self.schema) {
+            true => encode_rows(&self.format, &self.schema, batch)?,
+            false => {
+                // The value columns, and the row kinds a changelog format writes.
+                let mut columns = self.layout.value_fields.clone();
+                if weir_common::changelog::is_changelog(batch) {
+                    columns.push(batch.num_columns() - 1);
+                }
+                let value = batch.project(&columns)?;
+                encode_rows(&self.format, &self.layout.value_schema, &value)?
+            }
+        };
+        let mut keys = match &self.layout.key {
+            None => None,
+            Some(key) => {
+                let columns = key.fields.iter().map(|i| batch.column(*i).clone());
+                let keys = RecordBatch::try_new(key.schema.clone(), columns.collect())?;
+                Some(encode_rows(&key.format, &key.schema, &keys)?.into_iter())
+            }
+        };
         Ok(values
             .into_iter()
             .map(|value| {
@@ -105,7 +126,7 @@ impl Messages {
                 };
                 Message {
                     partition,
-                    key: None,
+                    key: keys.as_mut().and_then(|k| k.next().flatten()),
                     value,
                 }
             })
@@ -146,50 +167,55 @@ impl Messages {
         self.partitions = Some(n);
         Ok(n)
     }
+}
 
-    /// One encoded value per row.
-    fn values(&self, batch: &RecordBatch) -> Result<Vec<Option<Vec<u8>>>> {
-        let rows = batch.num_rows();
-        if matches!(self.format, Format::Raw) {
-            let column = batch.column(0);
-            return Ok((0..rows)
-                .map(|i| {
-                    (!column.is_null(i)).then(|| match column.data_type() {
-                        DataType::Utf8 => column.as_string::<i32>().value(i).as_bytes().to_vec(),
-                        _ => column.as_binary::<i32>().value(i).to_vec(),
-                    })
-                })
-                .collect());
-        }
-        // The text encoders write one line per row unless a csv field holds a newline;
-        // then each row is encoded alone.
-        let mut encoder = PartEncoder::new(&self.format, &self.schema)?;
-        encoder.write(batch)?;
-        let text = encoder.finish()?;
-        let lines: Vec<&[u8]> = text
-            .strip_suffix(b"\n")
-            .unwrap_or(&text)
-            .split(|b| *b == b'\n')
-            .collect();
-        if lines.len() == rows || rows == 0 {
-            return Ok(lines
-                .into_iter()
-                .take(rows)
-                .map(|l| Some(l.to_vec()))
-                .collect());
-        }
-        (0..rows)
+/// One encoded message part (key or value) per row of `batch`, whose columns `schema`
+/// names (a changelog batch also has its row kinds).
+fn encode_rows(
+    format: &Format,
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+) -> Result<Vec<Option<Vec<u8>>>> {
+    let rows = batch.num_rows();
+    if matches!(format, Format::Raw) {
+        let column = batch.column(0);
+        return Ok((0..rows)
             .map(|i| {
-                let mut encoder = PartEncoder::new(&self.format, &self.schema)?;
-                encoder.write(&batch.slice(i, 1))?;
-                let mut one = encoder.finish()?;
-                if one.last() == Some(&b'\n') {
-                    one.pop();
-                }
-                Ok(Some(one))
+                (!column.is_null(i)).then(|| match column.data_type() {
+                    DataType::Utf8 => column.as_string::<i32>().value(i).as_bytes().to_vec(),
+                    _ => column.as_binary::<i32>().value(i).to_vec(),
+                })
             })
-            .collect()
+            .collect());
     }
+    // The text encoders write one line per row unless a csv field holds a newline;
+    // then each row is encoded alone.
+    let mut encoder = PartEncoder::new(format, schema)?;
+    encoder.write(batch)?;
+    let text = encoder.finish()?;
+    let lines: Vec<&[u8]> = text
+        .strip_suffix(b"\n")
+        .unwrap_or(&text)
+        .split(|b| *b == b'\n')
+        .collect();
+    if lines.len() == rows || rows == 0 {
+        return Ok(lines
+            .into_iter()
+            .take(rows)
+            .map(|l| Some(l.to_vec()))
+            .collect());
+    }
+    (0..rows)
+        .map(|i| {
+            let mut encoder = PartEncoder::new(format, schema)?;
+            encoder.write(&batch.slice(i, 1))?;
+            let mut one = encoder.finish()?;
+            if one.last() == Some(&b'\n') {
+                one.pop();
+            }
+            Ok(Some(one))
+        })
+        .collect()
 }
 
 /// Hands `message` to the producer's queue; `Ok(false)` when the queue is full (wait for

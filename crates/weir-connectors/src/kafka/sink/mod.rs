@@ -36,6 +36,13 @@ pub const SINK_OPTIONS: &[&str] = &[
     "properties.#",
     "format",
     "value.format",
+    "value.fields-include",
+    "key.format",
+    "key.fields",
+    "key.fields-prefix",
+    "key.json.#",
+    "key.csv.#",
+    "key.raw.#",
     "sink.delivery-guarantee",
     "sink.partitioner",
     "sink.transactional-id-prefix",
@@ -69,6 +76,7 @@ pub struct KafkaSinkFactory {
     config: ClientConfig,
     format: Format,
     schema: SchemaRef,
+    layout: crate::kafka::keys::Layout,
     guarantee: Guarantee,
     partitioner: Partitioner,
 }
@@ -115,15 +123,26 @@ impl KafkaSinkFactory {
             }
         };
         let format = super::value_format(options)?;
-        // Checks that the format can be written (canal/maxwell cannot).
-        PartEncoder::new(&format, &schema)?;
+        let layout = super::keys::layout(options, &schema)?;
+        // Checks that the formats can be written (canal/maxwell cannot).
+        PartEncoder::new(&format, &layout.value_schema)?;
+        if let Some(key) = &layout.key {
+            PartEncoder::new(&key.format, &key.schema)?;
+        }
+        let mut config = super::client_config(options)?;
+        if options.get("properties.partitioner").is_none() {
+            // Kafka's Java client places keyed messages by the murmur2 hash of the key, as
+            // Flink's sink does: so does this one (librdkafka's default is crc32).
+            config.set("partitioner", "murmur2_random");
+        }
         Ok(Self {
             table,
             topic: topic.to_string(),
             brokers: super::brokers(options).to_string(),
-            config: super::client_config(options)?,
+            config,
             format,
             schema,
+            layout,
             guarantee,
             partitioner,
         })
@@ -136,6 +155,7 @@ impl KafkaSinkFactory {
             brokers: self.brokers.clone(),
             format: self.format.clone(),
             schema: self.schema.clone(),
+            layout: self.layout.clone(),
             partitioner: self.partitioner,
             subtask: task.subtask,
             partitions: None,

@@ -937,3 +937,295 @@ fn message_keys_are_written_and_read_in_flinks_layouts() {
         );
     }
 }
+
+/// A producer placing keyed messages by the key's murmur2 hash (as Kafka's Java client),
+/// one record per batch (see the module docs).
+fn keyed_producer(b: &Broker) -> ThreadedProducer<DefaultProducerContext> {
+    b.config()
+        .set("batch.num.messages", "1")
+        .set("linger.ms", "0")
+        .set("partitioner", "murmur2_random")
+        .create()
+        .expect("producer")
+}
+
+/// Sends a keyed message (`None`: a tombstone), retrying while the queue is full.
+fn send_keyed(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    key: &str,
+    value: Option<&str>,
+) {
+    loop {
+        let mut record = BaseRecord::<str, str>::to(topic).key(key);
+        if let Some(v) = value {
+            record = record.payload(v);
+        }
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((e, _)) => {
+                assert!(format!("{e}").contains("Queue full"), "{topic}: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The table a topic stands for as a compacted topic: each key's last value, keys whose
+/// last message is a tombstone left out.
+fn compacted(b: &Broker, topic: &str) -> std::collections::BTreeMap<String, String> {
+    let mut view = std::collections::BTreeMap::new();
+    for r in committed_records(b, topic, false) {
+        let key = r["key"].as_str().expect("keyed").to_string();
+        match r["value"].as_str() {
+            Some(v) => view.insert(key, v.to_string()),
+            None => view.remove(&key),
+        };
+    }
+    view
+}
+
+/// `upsert-kafka` (Flink's semantics): read, a message upserts its key's row and a
+/// tombstone deletes it — ChangelogNormalize after the source turns them into
+/// `+I`/`-U`/`+U`/`-D`, dropping unchanged rows and deletes of unknown keys; written,
+/// `+I`/`+U` rows become messages keyed by the primary key, `-D` rows tombstones and
+/// `-U` rows nothing. Then a job counting rows per name from one upsert topic into
+/// another, exactly-once, is SIGKILLed while the input arrives and its parallelism
+/// changes: the output topic's compacted view ends equal to the counts of the input's
+/// final rows (keyed state of ChangelogNormalize and of the aggregate restored at other
+/// parallelisms, transactions committed once).
+#[test]
+fn upsert_kafka_turns_messages_into_a_changelog_and_back_under_sigkill() {
+    let Some(b) = broker() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let table = |name: &str, topic: &str, columns: &str, extra: &str| {
+        format!(
+            "CREATE TABLE {name} ({columns}) WITH ('connector' = 'upsert-kafka', \
+             'topic' = '{topic}', 'properties.bootstrap.servers' = '{}', \
+             'key.format' = 'json', 'value.format' = 'json'{extra})",
+            b.bootstrap
+        )
+    };
+    for (columns, extra, error) in [
+        (
+            "id BIGINT, name STRING",
+            "",
+            "'upsert-kafka' tables need a PRIMARY KEY",
+        ),
+        (
+            "id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED",
+            ", 'key.fields' = 'id'",
+            "unknown option 'key.fields' for connector 'upsert-kafka'",
+        ),
+        (
+            "id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED",
+            ", 'scan.startup.mode' = 'latest-offset'",
+            "scan.startup.mode",
+        ),
+    ] {
+        let sql = format!("{};\nSELECT * FROM t;", table("t", "up-in", columns, extra));
+        let s = write_script(tmp.path(), "bad.sql", &sql);
+        let o = run(&[s.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(error), "{extra}: {err}");
+    }
+    let sql = format!(
+        "{};\nSELECT * FROM t;",
+        table(
+            "t",
+            "up-in",
+            "id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED",
+            ""
+        )
+    )
+    .replace(
+        "'value.format' = 'json'",
+        "'value.format' = 'debezium-json'",
+    );
+    let s = write_script(tmp.path(), "bad.sql", &sql);
+    let o = run(&[s.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("'value.format' = 'debezium-json' cannot be used"),
+        "{err}"
+    );
+    b.create_topic("up-in", 2);
+    b.create_topic("up-copy", 2);
+    let producer = keyed_producer(b);
+    for (k, v) in [
+        (1, Some("a")),
+        (2, Some("b")),
+        (1, Some("c")),
+        (3, Some("x")),
+        (2, None),
+        (1, Some("c")),
+        (6, None),
+        (4, Some("y")),
+        (3, None),
+        (5, Some("z")),
+    ] {
+        let value = v.map(|v| format!(r#"{{"id":{k},"name":"{v}"}}"#));
+        send_keyed(
+            &producer,
+            "up-in",
+            &format!(r#"{{"id":{k}}}"#),
+            value.as_deref(),
+        );
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let columns = "id BIGINT, name STRING, PRIMARY KEY (id) NOT ENFORCED";
+    let copy = format!(
+        "{};\n{};\nINSERT INTO dst SELECT * FROM src;",
+        table(
+            "src",
+            "up-in",
+            columns,
+            ", 'scan.bounded.mode' = 'latest-offset'"
+        ),
+        table("dst", "up-copy", columns, "")
+    );
+    let s = write_script(tmp.path(), "copy.sql", &copy);
+    run_ok(&[s.to_str().unwrap(), "-p", "2"]);
+    let mut by_key: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for r in committed_records(b, "up-copy", false) {
+        let value = r["value"].as_str().unwrap_or("tombstone").to_string();
+        by_key
+            .entry(r["key"].as_str().unwrap().to_string())
+            .or_default()
+            .push(value);
+    }
+    let want = |rows: &[(i64, Vec<Option<&str>>)]| {
+        rows.iter()
+            .map(|(k, vs)| {
+                let values = vs
+                    .iter()
+                    .map(|v| match v {
+                        Some(v) => format!(r#"{{"id":{k},"name":"{v}"}}"#),
+                        None => "tombstone".into(),
+                    })
+                    .collect();
+                (format!(r#"{{"id":{k}}}"#), values)
+            })
+            .collect::<std::collections::BTreeMap<String, Vec<String>>>()
+    };
+    assert_eq!(
+        by_key,
+        want(&[
+            (1, vec![Some("a"), Some("c")]),
+            (2, vec![Some("b"), None]),
+            (3, vec![Some("x"), None]),
+            (4, vec![Some("y")]),
+            (5, vec![Some("z")]),
+        ])
+    );
+
+    // Counting names under SIGKILL, the input arriving while the job runs.
+    b.create_topic("people", 2);
+    b.create_topic("name-counts", 2);
+    let messages: Vec<(i64, Option<String>)> = {
+        let mut rng = Lcg(5);
+        (0..2400)
+            .map(|_| {
+                let id = rng.next(120) as i64;
+                let name = (rng.next(10) != 0).then(|| format!("n{}", rng.next(9)));
+                (id, name)
+            })
+            .collect()
+    };
+    let mut last: std::collections::BTreeMap<i64, Option<String>> = Default::default();
+    for (id, name) in &messages {
+        last.insert(*id, name.clone());
+    }
+    let mut expected: std::collections::BTreeMap<String, String> = Default::default();
+    for name in last.values().flatten() {
+        let n = expected.get(name).map_or(0, |v: &String| {
+            serde_json::from_str::<serde_json::Value>(v).unwrap()["c"]
+                .as_i64()
+                .unwrap()
+        });
+        expected.insert(
+            name.clone(),
+            format!(r#"{{"name":"{name}","c":{}}}"#, n + 1),
+        );
+    }
+    let expected: std::collections::BTreeMap<String, String> = expected
+        .into_iter()
+        .map(|(name, v)| (format!(r#"{{"name":"{name}"}}"#), v))
+        .collect();
+    let sql = format!(
+        "{};\n{};\nINSERT INTO dst SELECT name, COUNT(*) FROM src GROUP BY name;",
+        table("src", "people", columns, ""),
+        table(
+            "dst",
+            "name-counts",
+            "name STRING, c BIGINT, PRIMARY KEY (name) NOT ENFORCED",
+            ", 'sink.delivery-guarantee' = 'exactly-once', \
+             'sink.transactional-id-prefix' = 'name-counts'"
+        )
+    );
+    let s = write_script(tmp.path(), "counts.sql", &sql);
+    let bootstrap = b.bootstrap.clone();
+    let producing = std::thread::spawn(move || {
+        let b = Broker { bootstrap };
+        let producer = keyed_producer(&b);
+        for (i, (id, name)) in messages.iter().enumerate() {
+            let value = name
+                .as_ref()
+                .map(|n| format!(r#"{{"id":{id},"name":"{n}"}}"#));
+            send_keyed(
+                &producer,
+                "people",
+                &format!(r#"{{"id":{id}}}"#),
+                value.as_deref(),
+            );
+            if i % 40 == 0 {
+                std::thread::sleep(Duration::from_millis(80));
+            }
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    });
+    let chk = tmp.path().join("chk").to_str().unwrap().to_string();
+    let spawn_at = |p: &str| {
+        let args = [
+            s.to_str().unwrap(),
+            "-p",
+            p,
+            "--checkpoint-dir",
+            &chk,
+            "--checkpoint-interval",
+            "100 ms",
+            "--restore",
+            "latest",
+        ];
+        spawn(&args, &[])
+    };
+    let mut rng = Lcg(23);
+    let mut kills = 0;
+    let started = Instant::now();
+    while kills < 12 || !producing.is_finished() {
+        assert!(started.elapsed() < Duration::from_secs(240), "too slow");
+        let mut child = spawn_at(["2", "3", "1"][kills % 3]);
+        std::thread::sleep(Duration::from_millis(300 + rng.next(500)));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended by itself"
+        );
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+    }
+    producing.join().unwrap();
+    // A last run reads the rest; once the counts are all there it is killed too.
+    let mut child = spawn_at("2");
+    let waiting = Instant::now();
+    while compacted(b, "name-counts") != expected {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(60),
+            "after {kills} kills the counts are {:?}, not {expected:?}",
+            compacted(b, "name-counts")
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -55,9 +55,12 @@ impl RowKind {
 /// changelog source.
 pub const CHANGELOG_FORMATS: &[&str] = &["debezium-json", "canal-json", "maxwell-json"];
 
-/// Whether a table with these options is read as a changelog (its `format`, or the
-/// `value.format` of a Kafka table, is a changelog format).
+/// Whether a table with these options is read as a changelog: an `upsert-kafka` table, or
+/// one whose `format` (or the `value.format` of a Kafka table) is a changelog format.
 pub fn is_changelog_source(options: &crate::ConnectorOptions) -> bool {
+    if options.get("connector") == Some("upsert-kafka") {
+        return true;
+    }
     ["format", "value.format"].iter().any(|key| {
         options
             .get(key)

@@ -30,6 +30,11 @@ pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
         filesystem::SINK_OPTIONS,
     ),
     ("kafka", kafka::SOURCE_OPTIONS, kafka::sink::SINK_OPTIONS),
+    (
+        "upsert-kafka",
+        kafka::UPSERT_SOURCE_OPTIONS,
+        kafka::sink::UPSERT_SINK_OPTIONS,
+    ),
     ("memory", memory::OPTIONS, &[]),
     ("nexmark", nexmark::OPTIONS, &[]),
     ("print", &[], print::OPTIONS),
@@ -58,7 +63,11 @@ fn lookup(
 /// connector knows (as a source or as a sink) and the options make sense for the table's
 /// physical columns (a known format; datagen ranges that are not empty), so that mistakes
 /// surface at `CREATE TABLE`, not when the table is first used.
-pub fn validate_options(options: &ConnectorOptions, physical: SchemaRef) -> Result<()> {
+pub fn validate_options(
+    options: &ConnectorOptions,
+    physical: SchemaRef,
+    primary_key: &[String],
+) -> Result<()> {
     let (name, source, sink) = lookup(options)?;
     let mut all: Vec<&str> = source.iter().chain(sink.iter()).copied().collect();
     all.sort();
@@ -67,6 +76,7 @@ pub fn validate_options(options: &ConnectorOptions, physical: SchemaRef) -> Resu
     match *name {
         "filesystem" => filesystem::format::Format::from_options(options).map(|_| ()),
         "kafka" => kafka::value_format(options).map(|_| ()),
+        "upsert-kafka" => kafka::check_upsert(options, &physical, primary_key),
         "datagen" => datagen::DatagenSourceFactory::new(options, physical).map(|_| ()),
         _ => Ok(()),
     }
@@ -79,9 +89,10 @@ pub async fn create_source(
     options: &ConnectorOptions,
     schema: SchemaRef,
     metadata: &[(String, String)],
+    primary_key: &[String],
 ) -> Result<Arc<dyn SourceFactory>> {
     let (name, ..) = lookup(options)?;
-    if !["filesystem", "kafka"].contains(name)
+    if !["filesystem", "kafka", "upsert-kafka"].contains(name)
         && let Some((column, key)) = metadata.first()
     {
         return Err(Error::config(format!(
@@ -101,7 +112,16 @@ pub async fn create_source(
             options, schema,
         )?)),
         "kafka" => Ok(Arc::new(
-            kafka::source::KafkaSourceFactory::try_new(options, schema, metadata).await?,
+            kafka::source::KafkaSourceFactory::try_new(options, schema, metadata, None).await?,
+        )),
+        "upsert-kafka" => Ok(Arc::new(
+            kafka::source::KafkaSourceFactory::try_new(
+                options,
+                schema,
+                metadata,
+                Some(primary_key),
+            )
+            .await?,
         )),
         "memory" => Ok(Arc::new(memory::MemorySourceFactory::new(options, schema)?)),
         other => Err(Error::config(format!(
@@ -126,7 +146,7 @@ pub fn check_overwrite(options: &ConnectorOptions) -> Result<()> {
 
 /// Checks that a table can take the rows of a query: `updates` names the operator that
 /// makes the query's result an updating one (a changelog with `-U`/`+U`/`-D` rows), if any,
-/// and only `print`, `blackhole`, and files and Kafka topics in `debezium-json` can take
+/// and only `print`, `blackhole`, `upsert-kafka`, and files and Kafka topics in `debezium-json` can take
 /// updates.
 pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Result<()> {
     let (name, ..) = lookup(options)?;
@@ -137,6 +157,7 @@ pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Res
         "print" | "blackhole" => true,
         "filesystem" => filesystem::format::Format::from_options(options)?.takes_changelog(),
         "kafka" => kafka::value_format(options)?.takes_changelog(),
+        "upsert-kafka" => true,
         _ => false,
     };
     if takes {
@@ -149,7 +170,8 @@ pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Res
     Err(Error::plan(format!(
         "table '{}' (connector '{name}'{format}) can only take appended rows, but the query \
          updates rows it has already written ({producer} produces -U/+U/-D changes); write to a \
-         table with 'format' = 'debezium-json' or to 'print'/'blackhole', or use a window aggregate",
+         table with 'format' = 'debezium-json', to an 'upsert-kafka' table or to \
+         'print'/'blackhole', or use a window aggregate",
         options.table
     )))
 }
@@ -159,6 +181,7 @@ pub async fn create_sink(
     options: &ConnectorOptions,
     schema: SchemaRef,
     partitioned_by: &[String],
+    primary_key: &[String],
     updates: Option<&str>,
 ) -> Result<Arc<dyn OperatorFactory>> {
     let (name, ..) = lookup(options)?;
@@ -176,7 +199,12 @@ pub async fn create_sink(
             ))))
         }
         "kafka" => Ok(Arc::new(kafka::sink::KafkaSinkFactory::try_new(
-            options, schema,
+            options, schema, None,
+        )?)),
+        "upsert-kafka" => Ok(Arc::new(kafka::sink::KafkaSinkFactory::try_new(
+            options,
+            schema,
+            Some(primary_key),
         )?)),
         other => Err(Error::config(format!(
             "table '{}': connector '{other}' can only be read, not written to",

@@ -33,7 +33,8 @@ pub enum BatchResult {
     Written(u64),
 }
 
-fn task(name: &str) -> TaskInfo {
+/// A task of its own for a batch job's sink (and for operator unit tests).
+pub(crate) fn task(name: &str) -> TaskInfo {
     let job_id = JobId::new();
     TaskInfo {
         job_id,
@@ -58,17 +59,26 @@ pub struct ConnectorBatchScan;
 impl BatchScan for ConnectorBatchScan {
     async fn scan_all(&self, table: &TableDef) -> Result<Vec<RecordBatch>> {
         if weir_common::changelog::is_changelog_source(&table.options) {
+            let why = match table.options.get("connector") {
+                Some("upsert-kafka") => "connector 'upsert-kafka'".to_string(),
+                _ => format!(
+                    "format '{}'",
+                    (table.options.get("format"))
+                        .or(table.options.get("value.format"))
+                        .unwrap_or_default()
+                ),
+            };
             return Err(Error::plan(format!(
-                "table '{}' is read as a changelog (format '{}'); batch mode reads insert-only \
+                "table '{}' is read as a changelog ({why}); batch mode reads insert-only \
                  tables, as Flink's does: run it in streaming mode",
-                table.name,
-                table.options.get("format").unwrap_or_default()
+                table.name
             )));
         }
         let factory = weir_connectors::create_source(
             &table.options,
             table.physical_schema.clone(),
             &table.metadata_keys(),
+            &table.primary_key,
         )
         .await?;
         if !factory.is_bounded() {
@@ -134,9 +144,14 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
         return Ok(BatchResult::Rows(batches));
     };
     let schema = table.sink_schema.clone();
-    let sink =
-        weir_connectors::create_sink(&table.options, schema.clone(), &table.partitioned_by, None)
-            .await?;
+    let sink = weir_connectors::create_sink(
+        &table.options,
+        schema.clone(),
+        &table.partitioned_by,
+        &table.primary_key,
+        None,
+    )
+    .await?;
     // What the table holds before anything is written, to replace on overwrite.
     let before = match query.overwrite {
         true => Some(weir_connectors::filesystem::overwrite::Snapshot::take(&table.options).await?),

@@ -3,8 +3,8 @@
 //! positions, so the same script always yields the same uids and restores its state.
 
 use crate::operators::{
-    CalcOperatorFactory, FinalTopNFactory, GroupAggregateFactory, JoinOperatorFactory,
-    LimitFactory, SessionAggregateFactory, TopNFactory, UnionOperatorFactory,
+    CalcOperatorFactory, ChangelogNormalizeFactory, FinalTopNFactory, GroupAggregateFactory,
+    JoinOperatorFactory, LimitFactory, SessionAggregateFactory, TopNFactory, UnionOperatorFactory,
     WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
@@ -79,6 +79,7 @@ pub async fn compile_into(
                     &table.options,
                     table.physical_schema.clone(),
                     &table.metadata_keys(),
+                    &table.primary_key,
                 )
                 .await?;
                 let mut operators: Vec<Arc<dyn OperatorFactory>> = Vec::new();
@@ -102,13 +103,34 @@ pub async fn compile_into(
                 for o in &operators {
                     name.push_str(&format!(" -> {}", o.name()));
                 }
-                let v = graph.add_vertex(Vertex {
+                let mut v = graph.add_vertex(Vertex {
                     uid: uid(&format!("scan-{}", table.name)),
                     name,
                     parallelism,
                     source: Some(source),
                     operators,
                 });
+                if table.options.get("connector") == Some("upsert-kafka") {
+                    // An upsert stream becomes a changelog keyed by the primary key.
+                    let keys = table
+                        .primary_key
+                        .iter()
+                        .map(|c| table.schema.index_of(c))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    let factory = ChangelogNormalizeFactory {
+                        keys: keys.clone(),
+                        schema: table.schema.clone(),
+                        state_ttl,
+                    };
+                    v = keyed_vertex(
+                        graph,
+                        uid(&format!("normalize-{}", table.name)),
+                        Arc::new(factory),
+                        v,
+                        &keys,
+                        parallelism,
+                    );
+                }
                 if let Some(scans) = scans.as_mut() {
                     scans.insert(key, v);
                 }
@@ -348,6 +370,7 @@ pub async fn compile_into(
                     &table.options,
                     table.sink_schema.clone(),
                     &table.partitioned_by,
+                    &table.primary_key,
                     plan.updates(i),
                 )
                 .await?;
@@ -371,9 +394,14 @@ pub async fn compile_into(
                         .into_iter()
                         .collect(),
                 );
-                let sink =
-                    weir_connectors::create_sink(&options, schema.clone(), &[], plan.updates(i))
-                        .await?;
+                let sink = weir_connectors::create_sink(
+                    &options,
+                    schema.clone(),
+                    &[],
+                    &[],
+                    plan.updates(i),
+                )
+                .await?;
                 let v = graph.add_vertex(Vertex {
                     uid: uid("collect"),
                     name: "Sink: print (SELECT)".into(),

@@ -137,6 +137,7 @@ impl Engine {
                 weir_connectors::validate_options(
                     &weir_common::ConnectorOptions::new(ct.name.clone(), options),
                     ct.physical_schema(),
+                    &ct.primary_key,
                 )?;
                 Ok(match self.planner.create_table(ct).await? {
                     Some(_) => Outcome::Done(format!("table '{}' created", ct.name)),
@@ -556,6 +557,7 @@ impl Engine {
                     &t.options,
                     t.physical_schema.clone(),
                     &t.metadata_keys(),
+                    &t.primary_key,
                 )
                 .await?;
                 if !source.is_bounded() {

@@ -6,12 +6,14 @@
 
 use crate::filesystem::format::{Decoded, Format, raw_column};
 use arrow::array::{
-    ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
-    UInt32Array,
+    ArrayRef, Int8Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampMillisecondArray, UInt32Array,
 };
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
+use std::borrow::Borrow;
 use std::sync::Arc;
+use weir_common::changelog::RowKind;
 use weir_common::{Error, Result};
 
 /// A metadata column and where its value comes from (Flink's keys).
@@ -72,8 +74,11 @@ pub(super) struct Decoder {
     /// The columns the message value holds, and their places in `physical`.
     pub value_schema: SchemaRef,
     pub value_fields: Vec<usize>,
-    /// The key, when its columns are read from it (`value.fields-include` = `EXCEPT_KEY`).
+    /// The key, when its columns are read from it (`value.fields-include` = `EXCEPT_KEY`,
+    /// or `upsert-kafka`).
     pub key: Option<super::keys::Key>,
+    /// `upsert-kafka`: rows are upserts and deletes by key.
+    pub upsert: bool,
     pub metadata: Vec<(usize, KafkaMetadata)>,
 }
 
@@ -82,6 +87,80 @@ impl Decoder {
     /// columns filled in), naming topic, partition and offset of a value that does not
     /// decode; also says how many records or fields were skipped.
     pub(super) fn decode(&self, records: &[Record]) -> Result<(RecordBatch, u64)> {
+        if self.upsert {
+            return self.decode_upsert(records);
+        }
+        let (values, rows, skipped) = self.decode_values(records)?;
+        let Some(batch) = values else {
+            return Ok((RecordBatch::new_empty(self.output_schema()), skipped));
+        };
+        let index = UInt32Array::from(rows);
+        let batch = match &self.key {
+            None => batch,
+            Some(key) => self.with_key_columns(key, records, &batch, &index)?,
+        };
+        let placed = crate::metadata::place(&self.schema, &self.metadata, &batch, |what| {
+            Ok(arrow::compute::take(
+                &self.per_record(*what, records),
+                &index,
+                None,
+            )?)
+        })?;
+        Ok((placed, skipped))
+    }
+
+    /// `upsert-kafka`: a message with a value upserts the row of its key (`+I`, which the
+    /// ChangelogNormalize operator after the source turns into `+I` or `-U`/`+U`), one
+    /// without a value deletes it (`-D` with only the key columns set).
+    fn decode_upsert(&self, records: &[Record]) -> Result<(RecordBatch, u64)> {
+        let key = self.key.as_ref().expect("upsert-kafka has a key");
+        let valued: Vec<&Record> = records.iter().filter(|r| r.value.is_some()).collect();
+        let (values, rows, skipped) = self.decode_values(&valued)?;
+        let values = match values {
+            Some(v) => v,
+            None => RecordBatch::new_empty(self.value_schema.clone()),
+        };
+        // Output rows in message order: a value's rows, or one row per delete.
+        let (mut value_rows, mut record_rows, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
+        let mut next = 0;
+        for (i, r) in records.iter().enumerate() {
+            if r.value.is_none() {
+                value_rows.push(None);
+                record_rows.push(i as u32);
+                kinds.push(RowKind::Delete as i8);
+                continue;
+            }
+            while next < rows.len() && std::ptr::eq(valued[rows[next] as usize], r) {
+                value_rows.push(Some(next as u32));
+                record_rows.push(i as u32);
+                kinds.push(RowKind::Insert as i8);
+                next += 1;
+            }
+        }
+        let values = arrow::compute::take_record_batch(&values, &UInt32Array::from(value_rows))?;
+        let index = UInt32Array::from(record_rows);
+        let batch = self.with_key_columns(key, records, &values, &index)?;
+        let batch = weir_common::changelog::attach(&batch, Arc::new(Int8Array::from(kinds)))?;
+        let placed = crate::metadata::place(&self.schema, &self.metadata, &batch, |what| {
+            Ok(arrow::compute::take(
+                &self.per_record(*what, records),
+                &index,
+                None,
+            )?)
+        })?;
+        Ok((placed, skipped))
+    }
+
+    /// Decodes the messages' values: one batch of the value columns (and the row kinds of
+    /// a changelog format), with the position in `records` of each row's message.
+    fn decode_values<R: Borrow<Record>>(
+        &self,
+        records: &[R],
+    ) -> Result<(Option<RecordBatch>, Vec<u32>, u64)> {
+        if records.is_empty() {
+            return Ok((None, Vec::new(), 0));
+        }
+        let records: &[&Record] = &records.iter().map(|r| r.borrow()).collect::<Vec<_>>();
         let format = &self.format;
         // Decoded batches, and the record of each of their rows.
         let mut batches: Vec<RecordBatch> = Vec::new();
@@ -147,22 +226,10 @@ impl Decoder {
             }
         }
         let Some(first) = batches.first() else {
-            return Ok((RecordBatch::new_empty(self.output_schema()), skipped));
+            return Ok((None, rows, skipped));
         };
         let batch = arrow::compute::concat_batches(&first.schema(), &batches)?;
-        let index = UInt32Array::from(rows);
-        let batch = match &self.key {
-            None => batch,
-            Some(key) => self.with_key_columns(key, records, &batch, &index)?,
-        };
-        let placed = crate::metadata::place(&self.schema, &self.metadata, &batch, |what| {
-            Ok(arrow::compute::take(
-                &self.per_record(*what, records),
-                &index,
-                None,
-            )?)
-        })?;
-        Ok((placed, skipped))
+        Ok((Some(batch), rows, skipped))
     }
 
     /// The physical columns of `values` (the value columns of the records `index` names)
@@ -190,13 +257,12 @@ impl Decoder {
         let rows = rows.as_any().downcast_ref::<UInt32Array>().expect("u32");
         let (data, ops) = weir_common::changelog::split(values);
         let mut columns = Vec::with_capacity(self.physical.fields().len());
-        let mut value_columns = data.columns().iter();
         for i in 0..self.physical.fields().len() {
             match key.fields.iter().position(|k| *k == i) {
                 Some(k) => columns.push(arrow::compute::take(decoded.column(k), rows, None)?),
                 None => {
-                    debug_assert!(self.value_fields.contains(&i));
-                    columns.push(value_columns.next().expect("a value column").clone());
+                    let v = self.value_fields.iter().position(|f| *f == i);
+                    columns.push(data.column(v.expect("a value column")).clone());
                 }
             }
         }
@@ -274,7 +340,7 @@ impl Decoder {
     /// The table's columns, and the row kinds of a changelog format.
     fn output_schema(&self) -> SchemaRef {
         let schema = self.schema.clone();
-        if self.format.is_changelog_source() {
+        if self.upsert || self.format.is_changelog_source() {
             weir_common::changelog::with_op_field(&schema)
         } else {
             schema
@@ -282,7 +348,7 @@ impl Decoder {
     }
 
     /// `raw`: each message value is one value, newlines and all.
-    fn raw(&self, records: &[Record]) -> Result<RecordBatch> {
+    fn raw(&self, records: &[&Record]) -> Result<RecordBatch> {
         let column: ArrayRef = if raw_column(&self.value_schema)? {
             let mut values = Vec::with_capacity(records.len());
             for r in records {

@@ -43,9 +43,30 @@ impl Layout {
     }
 }
 
-/// The layout of a table whose physical columns are `physical`.
-pub(crate) fn layout(options: &ConnectorOptions, physical: &SchemaRef) -> Result<Layout> {
+/// The layout of a table whose physical columns are `physical`; an `upsert-kafka` table
+/// (`primary_key` given) has the primary key as its key.
+pub(crate) fn layout(
+    options: &ConnectorOptions,
+    physical: &SchemaRef,
+    primary_key: Option<&[String]>,
+) -> Result<Layout> {
     let table = &options.table;
+    if let Some(pk) = primary_key {
+        if pk.is_empty() {
+            return Err(Error::config(format!(
+                "table '{table}': 'upsert-kafka' tables need a PRIMARY KEY (… NOT ENFORCED): \
+                 its columns are the message key, and rows with the same key update or \
+                 delete each other"
+            )));
+        }
+        for required in ["key.format", "value.format"] {
+            options.required(required)?;
+        }
+    }
+    let key_fields = match primary_key {
+        Some(pk) => Some(pk.join(";")),
+        None => options.get("key.fields").map(str::to_string),
+    };
     let except_key = match options.get("value.fields-include") {
         None => false,
         Some(v) if v.eq_ignore_ascii_case("ALL") => false,
@@ -57,7 +78,7 @@ pub(crate) fn layout(options: &ConnectorOptions, physical: &SchemaRef) -> Result
         }
     };
     let prefix = options.get("key.fields-prefix").unwrap_or_default();
-    let key = match (options.get("key.format"), options.get("key.fields")) {
+    let key = match (options.get("key.format"), key_fields.as_deref()) {
         (None, None) => None,
         (Some(_), None) => {
             return Err(Error::config(format!(

@@ -90,6 +90,42 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "value.maxwell-json.#",
 ];
 
+/// The options of an `upsert-kafka` table read: the key is the primary key and the whole
+/// topic is read (no startup mode, no `key.fields`).
+pub const UPSERT_SOURCE_OPTIONS: &[&str] = &[
+    "connector",
+    "topic",
+    "topic-pattern",
+    "properties.#",
+    "key.format",
+    "key.fields-prefix",
+    "value.format",
+    "value.fields-include",
+    "scan.bounded.mode",
+    "scan.bounded.timestamp-millis",
+    "scan.bounded.specific-offsets",
+    "scan.topic-partition-discovery.interval",
+    "key.json.#",
+    "key.csv.#",
+    "key.raw.#",
+    "value.json.#",
+    "value.csv.#",
+    "value.raw.#",
+];
+
+/// The value formats of `upsert-kafka`: a value is a whole row (or nothing, a delete).
+const UPSERT_VALUE_FORMATS: &[&str] = &["json", "csv", "raw"];
+
+/// Checks an `upsert-kafka` table's options against its columns and primary key.
+pub fn check_upsert(
+    options: &ConnectorOptions,
+    physical: &arrow::datatypes::SchemaRef,
+    primary_key: &[String],
+) -> Result<()> {
+    value_format(options)?;
+    keys::layout(options, physical, Some(primary_key)).map(|_| ())
+}
+
 /// The client configuration: every `properties.*` option without its prefix.
 pub(crate) fn client_config(options: &ConnectorOptions) -> Result<ClientConfig> {
     options.required("properties.bootstrap.servers")?;
@@ -107,6 +143,9 @@ pub(crate) fn client_config(options: &ConnectorOptions) -> Result<ClientConfig> 
 /// The value format and its options (`format` + `json.*`, or `value.format` +
 /// `value.json.*`).
 pub fn value_format(options: &ConnectorOptions) -> Result<Format> {
+    if options.get("connector") == Some("upsert-kafka") {
+        return parse_format(options, "value.format", "value.", UPSERT_VALUE_FORMATS);
+    }
     match (options.get("format"), options.get("value.format")) {
         (Some(_), Some(_)) => Err(Error::config(format!(
             "table '{}': set 'format' or 'value.format', not both",

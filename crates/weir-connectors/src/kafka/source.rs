@@ -72,6 +72,7 @@ impl KafkaSourceFactory {
         options: &ConnectorOptions,
         schema: SchemaRef,
         metadata: &[(String, String)],
+        primary_key: Option<&[String]>,
     ) -> Result<Self> {
         let table = options.table.clone();
         let topics = match (options.get("topic"), options.get("topic-pattern")) {
@@ -104,7 +105,11 @@ impl KafkaSourceFactory {
         {
             return Err(Error::config(format!("table '{table}': 'topic' is empty")));
         }
-        let startup = parse_position(options, "scan.startup")?.unwrap_or(Position::GroupOffsets);
+        // `upsert-kafka` reads the whole topic: every key's latest value.
+        let startup = match primary_key {
+            Some(_) => Position::Earliest,
+            None => parse_position(options, "scan.startup")?.unwrap_or(Position::GroupOffsets),
+        };
         let bounded = parse_position(options, "scan.bounded")?;
         let specific = matches!(startup, Position::Specific(_))
             || matches!(bounded, Some(Position::Specific(_)));
@@ -149,15 +154,17 @@ impl KafkaSourceFactory {
             KafkaMetadata::from_key,
         )?;
         let physical = crate::metadata::physical_schema(&schema, &metadata);
-        let layout = super::keys::layout(options, &physical)?;
+        let layout = super::keys::layout(options, &physical, primary_key)?;
         if matches!(format, Format::Raw) {
             raw_column(&layout.value_schema)?;
         }
-        // With `ALL` the value holds the key columns too, and they are read from it.
+        // With `ALL` the value holds the key columns too, and they are read from it (but
+        // for a delete, which has only a key).
+        let upsert = primary_key.is_some();
         let key = layout
             .key
             .clone()
-            .filter(|_| !layout.value_is_whole(&physical));
+            .filter(|_| upsert || !layout.value_is_whole(&physical));
         let mut config = super::client_config(options)?;
         config
             .set("enable.auto.commit", "false")
@@ -184,6 +191,7 @@ impl KafkaSourceFactory {
                 value_schema: layout.value_schema,
                 value_fields: layout.value_fields,
                 key,
+                upsert,
                 metadata,
             },
         });

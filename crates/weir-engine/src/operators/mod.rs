@@ -5,6 +5,7 @@
 
 mod aggregate;
 mod calc;
+mod changelog_normalize;
 mod final_top_n;
 mod group_aggregate;
 mod join;
@@ -18,6 +19,7 @@ mod watermark_assigner;
 mod window_aggregate;
 
 pub use calc::{CalcOperator, CalcOperatorFactory};
+pub use changelog_normalize::ChangelogNormalizeFactory;
 pub use final_top_n::{Deadline, FinalTopNFactory};
 pub use group_aggregate::GroupAggregateFactory;
 pub use join::JoinOperatorFactory;

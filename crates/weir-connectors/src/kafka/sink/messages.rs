@@ -13,6 +13,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use std::sync::{Arc, Mutex};
+use weir_common::changelog::RowKind;
 use weir_common::{Error, Result};
 
 /// A producer whose failed deliveries are kept for the sink to report.
@@ -74,6 +75,8 @@ pub(super) struct Messages {
     pub schema: SchemaRef,
     /// Which columns the key and the value hold.
     pub layout: crate::kafka::keys::Layout,
+    /// `upsert-kafka`: rows are upserts and deletes by key.
+    pub upsert: bool,
     pub partitioner: Partitioner,
     pub subtask: usize,
     /// The topic's partition count (for `fixed` and `round-robin`), looked up once.
@@ -93,6 +96,16 @@ impl Messages {
             Partitioner::Default => None,
             _ => Some(self.partition_count(client).await?),
         };
+        // `upsert-kafka`: `+I`/`+U` rows are upserts, `-D` rows deletes (a message without a
+        // value), `-U` rows are left out (the `+U` that follows replaces the row).
+        let (batch, kinds) = match self.upsert {
+            true => match weir_common::changelog::split(batch) {
+                (data, Some(ops)) => (data, Some(ops)),
+                (data, None) => (data, None),
+            },
+            false => (batch.clone(), None),
+        };
+        let batch = &batch;
         let values = match self.layout.value_is_whole(&self.schema) {
             true => encode_rows(&self.format, &self.schema, batch)?,
             false => {
@@ -113,9 +126,17 @@ impl Messages {
                 Some(encode_rows(&key.format, &key.schema, &keys)?.into_iter())
             }
         };
+        let kind = |i: usize| kinds.as_ref().map(|k| RowKind::from_i8(k.value(i)));
         Ok(values
             .into_iter()
-            .map(|value| {
+            .enumerate()
+            .filter_map(|(i, value)| {
+                let key = keys.as_mut().and_then(|k| k.next().flatten());
+                let value = match kind(i) {
+                    Some(RowKind::UpdateBefore) => return None,
+                    Some(RowKind::Delete) => None,
+                    _ => value,
+                };
                 let partition = match (self.partitioner, partitions) {
                     (Partitioner::Fixed, Some(n)) => Some(self.subtask as i32 % n),
                     (Partitioner::RoundRobin, Some(n)) => {
@@ -124,11 +145,11 @@ impl Messages {
                     }
                     _ => None,
                 };
-                Message {
+                Some(Message {
                     partition,
-                    key: keys.as_mut().and_then(|k| k.next().flatten()),
+                    key,
                     value,
-                }
+                })
             })
             .collect())
     }

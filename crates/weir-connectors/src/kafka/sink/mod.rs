@@ -56,6 +56,26 @@ pub const SINK_OPTIONS: &[&str] = &[
     "value.debezium-json.#",
 ];
 
+/// The options of an `upsert-kafka` table written: the key is the primary key, placed by
+/// its hash.
+pub const UPSERT_SINK_OPTIONS: &[&str] = &[
+    "connector",
+    "topic",
+    "properties.#",
+    "key.format",
+    "key.fields-prefix",
+    "value.format",
+    "value.fields-include",
+    "sink.delivery-guarantee",
+    "sink.transactional-id-prefix",
+    "key.json.#",
+    "key.csv.#",
+    "key.raw.#",
+    "value.json.#",
+    "value.csv.#",
+    "value.raw.#",
+];
+
 /// How long a flush at a checkpoint may wait for the broker's acknowledgements.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -77,12 +97,18 @@ pub struct KafkaSinkFactory {
     format: Format,
     schema: SchemaRef,
     layout: crate::kafka::keys::Layout,
+    upsert: bool,
     guarantee: Guarantee,
     partitioner: Partitioner,
 }
 
 impl KafkaSinkFactory {
-    pub fn try_new(options: &ConnectorOptions, schema: SchemaRef) -> Result<Self> {
+    /// A `kafka` sink, or with `primary_key` an `upsert-kafka` one.
+    pub fn try_new(
+        options: &ConnectorOptions,
+        schema: SchemaRef,
+        primary_key: Option<&[String]>,
+    ) -> Result<Self> {
         let table = options.table.clone();
         let topic = options.required("topic")?;
         if topic.contains(';') {
@@ -123,7 +149,7 @@ impl KafkaSinkFactory {
             }
         };
         let format = super::value_format(options)?;
-        let layout = super::keys::layout(options, &schema)?;
+        let layout = super::keys::layout(options, &schema, primary_key)?;
         // Checks that the formats can be written (canal/maxwell cannot).
         PartEncoder::new(&format, &layout.value_schema)?;
         if let Some(key) = &layout.key {
@@ -143,6 +169,7 @@ impl KafkaSinkFactory {
             format,
             schema,
             layout,
+            upsert: primary_key.is_some(),
             guarantee,
             partitioner,
         })
@@ -156,6 +183,7 @@ impl KafkaSinkFactory {
             format: self.format.clone(),
             schema: self.schema.clone(),
             layout: self.layout.clone(),
+            upsert: self.upsert,
             partitioner: self.partitioner,
             subtask: task.subtask,
             partitions: None,

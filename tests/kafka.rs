@@ -626,8 +626,8 @@ fn exactly_once_job(b: &Broker, topic: &str, rows: u64, rate: u64, extra: &str) 
 
 /// The exactly-once Kafka sink: a job is crashed at each failpoint of the checkpoint and
 /// commit protocol (in the middle of a Kafka transaction, right after its commit, after
-/// a task's state or the checkpoint metadata is written) and restored, then SIGKILLed at
-/// random moments while its parallelism changes between 1, 2 and 3. Each time the topic's
+/// a task's state or the checkpoint metadata is written) and restored, then SIGKILLed 20
+/// times at random moments while its parallelism changes between 1, 2 and 3. Each time the topic's
 /// committed records are exactly the job's rows: none lost, none twice. Bad
 /// configurations are refused with their reason.
 #[test]
@@ -706,7 +706,7 @@ fn exactly_once_sink_commits_every_row_once_under_failpoints_sigkill_and_rescali
     let s = write_script(
         tmp.path(),
         "kills.sql",
-        &exactly_once_job(b, topic, 2 * rows, 1000, &extra),
+        &exactly_once_job(b, topic, 3 * rows, 1000, &extra),
     );
     let chk = tmp.path().join("chk-kills");
     let args = |p: &'static str| {
@@ -746,7 +746,7 @@ fn exactly_once_sink_commits_every_row_once_under_failpoints_sigkill_and_rescali
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         kills += 1;
-        if kills >= 12 {
+        if kills >= 20 {
             let a = args("2");
             let out = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
                 .wait_with_output()
@@ -760,10 +760,10 @@ fn exactly_once_sink_commits_every_row_once_under_failpoints_sigkill_and_rescali
         }
     };
     assert!(finished.success());
-    assert!(kills >= 12, "only {kills} kills: the job ran too fast");
+    assert!(kills >= 20, "only {kills} kills: the job ran too fast");
     assert_ids_once(
         &committed_values(b, topic, false),
-        2 * rows,
+        3 * rows,
         &format!("after {kills} kills"),
     );
 }
@@ -1228,4 +1228,101 @@ fn upsert_kafka_turns_messages_into_a_changelog_and_back_under_sigkill() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Watermarks per partition, as Flink's: one subtask reads two partitions; the first is
+/// read up to minute one before the second has any record. A watermark over the subtask
+/// would close the windows then and drop the second partition's rows as late; per
+/// partition, the empty one holds the watermark back until its rows arrive, and every
+/// window counts both. With `table.exec.source.idle-timeout`, a partition that stays
+/// empty stops holding it back.
+#[test]
+fn watermarks_are_kept_per_partition_and_an_idle_partition_stops_holding_them() {
+    let Some(b) = broker() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = |from: i64| -> Vec<String> {
+        (0..60)
+            .map(|s| format!(r#"{{"id": {}, "ts": "2026-01-01 00:00:{s:02}"}}"#, from + s))
+            .collect()
+    };
+    let producer = b.producer();
+    let job = |topic: &str, out: &Path, set: &str| {
+        format!(
+            "{set}CREATE TABLE src (id BIGINT, ts TIMESTAMP(3), \
+             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'kafka', \
+             'topic' = '{topic}', 'properties.bootstrap.servers' = '{}', \
+             'scan.startup.mode' = 'earliest-offset', 'format' = 'json');\n\
+             CREATE TABLE dst (w STRING, n BIGINT) WITH ('connector' = 'filesystem', \
+             'path' = '{}', 'format' = 'csv');\n\
+             INSERT INTO dst SELECT CAST(window_start AS STRING), COUNT(*) FROM \
+             TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '10' SECOND)) \
+             GROUP BY window_start, window_end;",
+            b.bootstrap,
+            out.display()
+        )
+    };
+    let windows = |n: i64| -> Vec<String> {
+        (0..5)
+            .map(|w| format!("\"2026-01-01 00:00:{:02}.000\",{n}", w * 10))
+            .collect()
+    };
+    // Runs `sql` until `want` windows are committed (or 60 s passed), then stops it.
+    let run_until = |sql: &str, out: &Path, want: usize, between: &dyn Fn()| {
+        let s = write_script(tmp.path(), "wm.sql", sql);
+        let chk = tmp
+            .path()
+            .join(format!("chk-{}", want + out.to_string_lossy().len()));
+        let mut child = spawn(
+            &[
+                s.to_str().unwrap(),
+                "-p",
+                "1",
+                "--checkpoint-dir",
+                chk.to_str().unwrap(),
+                "--checkpoint-interval",
+                "100 ms",
+            ],
+            &[],
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        between();
+        let started = Instant::now();
+        while committed_lines(out).len() < want && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        committed_lines(out)
+    };
+
+    b.create_topic("wm-late", 2);
+    for v in rows(0) {
+        send(&producer, "wm-late", 0, &v);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let out = tmp.path().join("late");
+    let got = run_until(&job("wm-late", &out, ""), &out, 5, &|| {
+        // Partition 0 has been read to minute one; partition 1 gets its rows now.
+        assert!(
+            committed_lines(&out).is_empty(),
+            "windows closed before partition 1 had any row: {:?}",
+            committed_lines(&out)
+        );
+        for v in rows(1000) {
+            send(&producer, "wm-late", 1, &v);
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    });
+    assert_eq!(got, windows(20), "both partitions in every window");
+
+    b.create_topic("wm-idle", 2);
+    for v in rows(0) {
+        send(&producer, "wm-idle", 0, &v);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let out = tmp.path().join("idle");
+    let set = "SET 'table.exec.source.idle-timeout' = '500 ms';\n";
+    let got = run_until(&job("wm-idle", &out, set), &out, 5, &|| {});
+    assert_eq!(got, windows(10), "the empty partition went idle");
 }

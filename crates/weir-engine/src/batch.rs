@@ -48,6 +48,7 @@ pub(crate) fn task(name: &str) -> TaskInfo {
         parallelism: 1,
         max_parallelism: 128,
         metrics: Arc::new(JobMetrics::default()),
+        source_idle_timeout: None,
     }
 }
 
@@ -98,13 +99,20 @@ impl BatchScan for ConnectorBatchScan {
         });
         let mut out = Vec::new();
         loop {
-            match source.poll_next().await? {
-                SourcePoll::Batch(b) => match &calc {
+            let batches = match source.poll_next().await? {
+                SourcePoll::Batch(b) => vec![b],
+                SourcePoll::Splits { batches, .. } => batches.into_iter().map(|(_, b)| b).collect(),
+                SourcePoll::Idle(d) => {
+                    tokio::time::sleep(d).await;
+                    continue;
+                }
+                SourcePoll::Finished => break,
+            };
+            for b in batches {
+                match &calc {
                     Some(c) => out.extend(c.apply(b)?),
                     None => out.push(b),
-                },
-                SourcePoll::Idle(d) => tokio::time::sleep(d).await,
-                SourcePoll::Finished => break,
+                }
             }
         }
         source.close().await?;

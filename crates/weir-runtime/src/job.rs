@@ -225,6 +225,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         parallelism: vertex.parallelism,
         max_parallelism: opts.max_parallelism,
         metrics: metrics.clone(),
+        source_idle_timeout: opts.source_idle_timeout,
     };
     if restored.is_none() {
         check_earlier_output(&graph, &opts, &task_info).await?;

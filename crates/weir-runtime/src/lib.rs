@@ -36,4 +36,4 @@ pub use lease::Fence;
 pub use message::{Barrier, CheckpointKind, Message, StopMode, WatermarkStatus};
 pub use metrics::JobMetrics;
 pub use operator::{Operator, OperatorFactory, Output, StreamItem, TaskInfo};
-pub use source::{Source, SourceFactory, SourcePoll};
+pub use source::{Source, SourceFactory, SourcePoll, SplitId};

@@ -44,6 +44,9 @@ pub struct TaskInfo {
     pub parallelism: usize,
     pub max_parallelism: usize,
     pub metrics: Arc<crate::JobMetrics>,
+    /// `table.exec.source.idle-timeout`: a source split (or task) without data this long
+    /// stops holding the watermark back.
+    pub source_idle_timeout: Option<std::time::Duration>,
 }
 
 /// A record-level item an operator emits.
@@ -57,9 +60,23 @@ pub enum StreamItem {
 #[derive(Debug, Default)]
 pub struct Output {
     pub(crate) items: Vec<StreamItem>,
+    /// The source split the batches of this call come from, when the source names its
+    /// splits ([`crate::SourcePoll::Splits`]) and the call is in its task's chain.
+    pub(crate) split: Option<crate::SplitId>,
 }
 
 impl Output {
+    /// An output for a call on batches of source split `split` (for operator tests).
+    pub fn for_split(split: Option<crate::SplitId>) -> Self {
+        Self {
+            items: Vec::new(),
+            split,
+        }
+    }
+    /// The source split the batches of this call come from (see [`Output::for_split`]).
+    pub fn split(&self) -> Option<&crate::SplitId> {
+        self.split.as_ref()
+    }
     /// Emits a batch (empty batches are dropped).
     pub fn emit(&mut self, batch: RecordBatch) {
         if batch.num_rows() > 0 {
@@ -95,6 +112,19 @@ pub trait Operator: Send {
     ) -> Result<()>;
 
     /// Called when the combined watermark of all inputs advances. The default forwards it.
+    /// Source splits of this task were `added` (each holds the watermark back until it
+    /// has data or goes idle) or `finished`, for operators that keep a watermark per split.
+    /// Called on each operator of the source's chain in order.
+    async fn splits_changed(
+        &mut self,
+        added: &[crate::SplitId],
+        finished: &[crate::SplitId],
+        out: &mut Output,
+    ) -> Result<()> {
+        let _ = (added, finished, out);
+        Ok(())
+    }
+
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
         out.emit_watermark(watermark);
         Ok(())

@@ -13,10 +13,23 @@ use async_trait::async_trait;
 use std::time::Duration;
 use weir_common::{CheckpointId, Result};
 
+/// The name of a source split (a Kafka partition is `topic/partition`), for watermarks
+/// kept per split.
+pub type SplitId = std::sync::Arc<str>;
+
 /// What a poll returned.
 #[derive(Debug)]
 pub enum SourcePoll {
     Batch(RecordBatch),
+    /// Batches of named splits, in order, for watermarks per split (as Flink's
+    /// per-partition watermarks): `added` splits are read by this subtask from now on (a
+    /// split holds the watermark back until it has data or is idle for
+    /// `table.exec.source.idle-timeout`), `finished` ones ended and hold nothing back.
+    Splits {
+        added: Vec<SplitId>,
+        batches: Vec<(SplitId, RecordBatch)>,
+        finished: Vec<SplitId>,
+    },
     /// Nothing now; poll again after this long (rate limits, unbounded sources).
     Idle(Duration),
     /// Bounded input exhausted for this subtask.

@@ -27,7 +27,7 @@ use crate::exchange::OutputWriter;
 use crate::message::{Barrier, Message, StopMode, WatermarkStatus};
 use crate::operator::{Operator, Output, StreamItem, TaskInfo};
 use crate::plan::TaskRef;
-use crate::source::{Source, SourcePoll};
+use crate::source::{Source, SourcePoll, SplitId};
 use crate::storage::CheckpointStorage;
 use std::future::poll_fn;
 use std::sync::atomic::Ordering;
@@ -219,7 +219,7 @@ impl Task {
                 Next::Control(Some(c)) => self.on_control(&mut st, c).await?,
                 Next::Input(i, m) => self.on_input(&mut st, i, m).await?,
                 Next::Wake => st.idle_until = None,
-                Next::Timer => self.fire_timers().await?,
+                Next::Timer => self.fire_timers(&mut st).await?,
                 Next::SourceIdle => self.set_status(&mut st, WatermarkStatus::Idle).await?,
                 Next::Source(r) => match r? {
                     SourcePoll::Batch(batch) => {
@@ -232,6 +232,32 @@ impl Task {
                             .rows_in
                             .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
                         self.push(0, 0, vec![StreamItem::Batch(batch)]).await?;
+                    }
+                    SourcePoll::Splits {
+                        added,
+                        batches,
+                        finished,
+                    } => {
+                        if !added.is_empty() {
+                            self.splits_changed(&mut st, &added, &[]).await?;
+                        }
+                        if !batches.is_empty() {
+                            st.last_emit = Instant::now();
+                            if st.idle {
+                                self.set_status(&mut st, WatermarkStatus::Active).await?;
+                            }
+                        }
+                        for (split, batch) in batches {
+                            self.info
+                                .metrics
+                                .rows_in
+                                .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                            self.push_split(0, 0, vec![StreamItem::Batch(batch)], Some(split))
+                                .await?;
+                        }
+                        if !finished.is_empty() {
+                            self.splits_changed(&mut st, &[], &finished).await?;
+                        }
                     }
                     SourcePoll::Idle(d) => st.idle_until = Some(Instant::now() + d),
                     SourcePoll::Finished => {
@@ -426,12 +452,13 @@ impl Task {
 
     /// Calls `on_timer` of every chained operator whose timer is due, passing what it
     /// emits down the chain.
-    async fn fire_timers(&mut self) -> Result<()> {
+    async fn fire_timers(&mut self, st: &mut State) -> Result<()> {
         let now = now_ms();
         for i in 0..self.operators.len() {
             if self.operators[i].next_timer().is_some_and(|t| t <= now) {
                 let mut out = Output::default();
                 self.operators[i].on_timer(now, &mut out).await?;
+                self.wake_for_watermark(st, &out).await?;
                 if i + 1 < self.operators.len() {
                     self.push(i + 1, 0, out.items).await?;
                 } else {
@@ -442,15 +469,58 @@ impl Task {
         Ok(())
     }
 
+    /// Tells the chain that source splits came or went (see [`Operator::splits_changed`]).
+    async fn splits_changed(
+        &mut self,
+        st: &mut State,
+        added: &[SplitId],
+        finished: &[SplitId],
+    ) -> Result<()> {
+        for i in 0..self.operators.len() {
+            let mut out = Output::default();
+            self.operators[i]
+                .splits_changed(added, finished, &mut out)
+                .await?;
+            self.wake_for_watermark(st, &out).await?;
+            self.push(i + 1, 0, out.items).await?;
+        }
+        Ok(())
+    }
+
+    /// An idle source task whose chain moves the watermark on without a row (a split
+    /// went idle or ended) is active again for it: downstream ignores the watermarks of
+    /// idle channels. It goes idle again once the idle timeout has passed.
+    async fn wake_for_watermark(&mut self, st: &mut State, out: &Output) -> Result<()> {
+        let moves = out
+            .items
+            .iter()
+            .any(|item| matches!(item, StreamItem::Watermark(_)));
+        if st.idle && moves && self.source.is_some() {
+            self.set_status(st, WatermarkStatus::Active).await?;
+        }
+        Ok(())
+    }
+
     /// Runs the chain from operator `start` on `items`, then sends the result downstream.
     async fn push(&mut self, start: usize, input: usize, items: Vec<StreamItem>) -> Result<()> {
+        self.push_split(start, input, items, None).await
+    }
+
+    /// [`Self::push`] of items that come from source split `split`.
+    async fn push_split(
+        &mut self,
+        start: usize,
+        input: usize,
+        items: Vec<StreamItem>,
+        split: Option<SplitId>,
+    ) -> Result<()> {
         let mut pending = items;
         let last = self.operators.len().saturating_sub(1);
         for i in start..self.operators.len() {
             if pending.is_empty() {
                 return Ok(());
             }
-            let mut out = Output::default();
+            let mut out = Output::for_split(split.clone());
             let op = &mut self.operators[i];
             for item in pending {
                 match item {

@@ -36,7 +36,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
 use weir_runtime::{
-    JobMetrics, OperatorState, Source, SourceFactory, SourcePoll, StateDistribution, TaskInfo,
+    JobMetrics, OperatorState, Source, SourceFactory, SourcePoll, SplitId, StateDistribution,
+    TaskInfo,
 };
 
 /// Messages taken per poll at most (one batch).
@@ -394,6 +395,8 @@ impl SourceFactory for KafkaSourceFactory {
             parts: BTreeMap::new(),
             next_discovery: None,
             snapshots: BTreeMap::new(),
+            announced: BTreeSet::new(),
+            ended: BTreeSet::new(),
         }))
     }
 }
@@ -434,6 +437,9 @@ struct KafkaSource {
     next_discovery: Option<Instant>,
     /// Positions of checkpoints not yet complete, committed to the group when they are.
     snapshots: BTreeMap<u64, Vec<(PartitionId, i64)>>,
+    /// Partitions announced as splits, and those whose end was announced.
+    announced: BTreeSet<PartitionId>,
+    ended: BTreeSet<PartitionId>,
 }
 
 #[async_trait]
@@ -573,21 +579,52 @@ impl Source for KafkaSource {
                 value: message.payload().map(<[u8]>::to_vec),
             });
         }
-        if records.is_empty() {
+        // Each partition is a split with its own watermark: announced when it is first
+        // read, its batches apart, and its end when a bounded read reaches it.
+        let split = |(topic, partition): &PartitionId| -> SplitId {
+            Arc::from(format!("{topic}/{partition}"))
+        };
+        let added: Vec<SplitId> = self
+            .parts
+            .keys()
+            .filter(|id| self.announced.insert((*id).clone()))
+            .map(split)
+            .collect();
+        let finished: Vec<SplitId> = self
+            .parts
+            .iter()
+            .filter(|(id, part)| part.finished() && self.ended.insert((*id).clone()))
+            .map(|(id, _)| split(id))
+            .collect();
+        if records.is_empty() && added.is_empty() && finished.is_empty() {
             if self.shared.bounded.is_some() && self.parts.values().all(Part::finished) {
                 return Ok(SourcePoll::Finished);
             }
             return Ok(SourcePoll::Idle(IDLE_WAIT));
         }
-        let (batch, skipped) = self.shared.decoder.decode(&records)?;
-        if skipped > 0 {
-            self.metrics.count_records_in_errors(skipped);
+        let mut by_partition: BTreeMap<PartitionId, Vec<Record>> = BTreeMap::new();
+        for r in records {
+            by_partition
+                .entry((r.topic.to_string(), r.partition))
+                .or_default()
+                .push(r);
         }
-        if batch.num_rows() == 0 {
-            // Tombstones or skipped records only: the positions moved, nothing to emit.
-            return Ok(SourcePoll::Idle(Duration::ZERO));
+        let mut batches = Vec::with_capacity(by_partition.len());
+        for (id, records) in by_partition {
+            let (batch, skipped) = self.shared.decoder.decode(&records)?;
+            if skipped > 0 {
+                self.metrics.count_records_in_errors(skipped);
+            }
+            // Tombstones or skipped records only: the position moved, nothing to emit.
+            if batch.num_rows() > 0 {
+                batches.push((split(&id), batch));
+            }
         }
-        Ok(SourcePoll::Batch(batch))
+        Ok(SourcePoll::Splits {
+            added,
+            batches,
+            finished,
+        })
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {

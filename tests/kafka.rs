@@ -135,7 +135,12 @@ impl Broker {
 
 /// Sends one record, retrying while the producer's queue is full or the partition is
 /// not yet in its metadata.
-fn send(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str, partition: i32, v: &str) {
+pub fn send(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    partition: i32,
+    v: &str,
+) {
     let started = Instant::now();
     loop {
         let record = BaseRecord::<(), str>::to(topic)

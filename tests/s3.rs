@@ -108,6 +108,44 @@ impl S3Server {
             .unwrap()
     }
 
+    /// Sorted rows (values joined by `,`) of the visible Parquet objects under `prefix`.
+    pub fn committed_parquet_rows(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let store = self.store(bucket);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut rows = rt.block_on(async {
+            let root = object_store::path::Path::from(prefix);
+            let objects: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
+            let mut rows = Vec::new();
+            for o in objects {
+                let name = o.location.filename().unwrap_or_default();
+                if name.starts_with('.') || name.starts_with('_') {
+                    continue;
+                }
+                let body = store.get(&o.location).await.unwrap().bytes().await.unwrap();
+                let reader =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(body, 1024)
+                        .unwrap();
+                for batch in reader {
+                    let batch = batch.unwrap();
+                    for r in 0..batch.num_rows() {
+                        let values: Vec<String> = batch
+                            .columns()
+                            .iter()
+                            .map(|c| arrow::util::display::array_value_to_string(c, r).unwrap())
+                            .collect();
+                        rows.push(values.join(","));
+                    }
+                }
+            }
+            rows
+        });
+        rows.sort();
+        rows
+    }
+
     /// Sorted lines of the visible objects under `prefix`, and the number of hidden ones.
     pub fn committed_lines(&self, bucket: &str, prefix: &str) -> (Vec<String>, usize) {
         let store = self.store(bucket);

@@ -12,6 +12,7 @@ mod kafka;
 mod library;
 mod nexmark;
 mod parity;
+mod pipeline;
 mod recovery;
 mod s3;
 mod savepoint;

@@ -1331,3 +1331,82 @@ fn watermarks_are_kept_per_partition_and_an_idle_partition_stops_holding_them() 
     let got = run_until(&job("wm-idle", &out, set), &out, 5, &|| {});
     assert_eq!(got, windows(10), "the empty partition went idle");
 }
+
+/// Metadata columns written and read as in Flink: a sink's `timestamp` and `headers`
+/// columns (not `VIRTUAL`) set the message's timestamp and headers instead of going into
+/// the value, the source reads them back (`headers` as `MAP<STRING, BYTES>`), and a
+/// read-only key (`offset`) is refused for writing.
+#[test]
+fn timestamp_and_headers_metadata_are_written_and_read() {
+    let Some(b) = broker() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    b.create_topic("meta", 1);
+    let table = |name: &str, extra: &str| {
+        format!(
+            "CREATE TABLE {name} (id BIGINT, ts TIMESTAMP_LTZ(3) METADATA FROM 'timestamp', \
+             hs MAP<STRING, BYTES> METADATA FROM 'headers'{extra}) WITH (\
+             'connector' = 'kafka', 'topic' = 'meta', 'properties.bootstrap.servers' = '{}', \
+             'format' = 'json', 'scan.startup.mode' = 'earliest-offset', \
+             'scan.bounded.mode' = 'latest-offset', 'properties.batch.num.messages' = '1')",
+            b.bootstrap
+        )
+    };
+    let write = format!(
+        "{};\nINSERT INTO t SELECT id, TO_TIMESTAMP_LTZ(1700000000000 + id, 3), \
+         MAP['source', CAST('weir' AS BYTES), 'n', CAST(CAST(id AS STRING) AS BYTES)] \
+         FROM (VALUES (1), (2), (3)) AS v(id);",
+        table("t", "")
+    );
+    let s = write_script(tmp.path(), "write.sql", &write);
+    run_ok(&[s.to_str().unwrap()]);
+    let records = committed_records(b, "meta", false);
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        let value: serde_json::Value = serde_json::from_str(r["value"].as_str().unwrap()).unwrap();
+        let id = value["id"].as_i64().unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({ "id": id }),
+            "metadata left the value"
+        );
+        assert_eq!(r["timestamp"], 1_700_000_000_000i64 + id, "{r}");
+        assert_eq!(
+            r["headers"],
+            serde_json::json!({"source": "weir", "n": id.to_string()}),
+            "{r}"
+        );
+    }
+    let out = tmp.path().join("out");
+    let read = format!(
+        "{};\nCREATE TABLE o (v STRING) WITH ('connector' = 'filesystem', 'path' = '{}', \
+         'format' = 'raw');\n\
+         INSERT INTO o SELECT CONCAT_WS(',', CAST(id AS STRING), \
+         CAST(UNIX_TIMESTAMP(CAST(ts AS STRING)) AS STRING), CAST(hs['n'] AS STRING), \
+         CAST(`offset` AS STRING)) FROM src;",
+        table("src", ", `offset` BIGINT METADATA VIRTUAL"),
+        out.display()
+    );
+    let s = write_script(tmp.path(), "read.sql", &read);
+    run_ok(&[s.to_str().unwrap()]);
+    let lines = committed_lines(&out);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (i, line) in lines.iter().enumerate() {
+        let id = i + 1;
+        assert!(
+            line.starts_with(&format!("{id},1700000000,{id},")),
+            "{line}"
+        );
+    }
+    let bad = format!(
+        "{};\nINSERT INTO t SELECT 1, TO_TIMESTAMP_LTZ(0, 3), MAP['a', CAST('b' AS BYTES)], 5;",
+        table("t", ", `offset` BIGINT METADATA")
+    );
+    let s = write_script(tmp.path(), "bad.sql", &bad);
+    let o = run(&[s.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("column 'offset' is METADATA FROM 'offset', which connector 'kafka' cannot write (it writes timestamp, headers)"),
+        "{err}"
+    );
+}

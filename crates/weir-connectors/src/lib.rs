@@ -182,10 +182,29 @@ pub async fn create_sink(
     schema: SchemaRef,
     partitioned_by: &[String],
     primary_key: &[String],
+    metadata: &[(String, String)],
     updates: Option<&str>,
 ) -> Result<Arc<dyn OperatorFactory>> {
     let (name, ..) = lookup(options)?;
     check_changelog(options, updates)?;
+    let writable: &[&str] = match *name {
+        "kafka" | "upsert-kafka" => kafka::sink::WRITABLE_METADATA,
+        _ => &[],
+    };
+    if let Some((column, key)) = metadata
+        .iter()
+        .find(|(_, k)| !writable.contains(&k.as_str()))
+    {
+        return Err(Error::plan(format!(
+            "INSERT INTO '{}': column '{column}' is METADATA FROM '{key}', which connector \
+             '{name}' cannot write{}; declare it VIRTUAL to leave it out of writes",
+            options.table,
+            match writable {
+                [] => String::new(),
+                keys => format!(" (it writes {})", keys.join(", ")),
+            }
+        )));
+    }
     match *name {
         "print" => Ok(Arc::new(print::PrintSinkFactory::new(options)?)),
         "blackhole" => {
@@ -199,11 +218,12 @@ pub async fn create_sink(
             ))))
         }
         "kafka" => Ok(Arc::new(kafka::sink::KafkaSinkFactory::try_new(
-            options, schema, None,
+            options, schema, metadata, None,
         )?)),
         "upsert-kafka" => Ok(Arc::new(kafka::sink::KafkaSinkFactory::try_new(
             options,
             schema,
+            metadata,
             Some(primary_key),
         )?)),
         other => Err(Error::config(format!(

@@ -157,6 +157,7 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
         schema.clone(),
         &table.partitioned_by,
         &table.primary_key,
+        &table.sink_metadata_keys(),
         None,
     )
     .await?;

@@ -371,6 +371,7 @@ pub async fn compile_into(
                     table.sink_schema.clone(),
                     &table.partitioned_by,
                     &table.primary_key,
+                    &table.sink_metadata_keys(),
                     plan.updates(i),
                 )
                 .await?;
@@ -397,6 +398,7 @@ pub async fn compile_into(
                 let sink = weir_connectors::create_sink(
                     &options,
                     schema.clone(),
+                    &[],
                     &[],
                     &[],
                     plan.updates(i),

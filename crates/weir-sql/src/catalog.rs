@@ -43,6 +43,16 @@ impl TableDef {
             .map(|(c, m)| (c.clone(), m.key.clone()))
             .collect()
     }
+
+    /// (column, connector key) of the metadata columns an `INSERT` writes (those not
+    /// `VIRTUAL`), for the sink.
+    pub fn sink_metadata_keys(&self) -> Vec<(String, String)> {
+        self.metadata
+            .iter()
+            .filter(|(_, m)| !m.is_virtual)
+            .map(|(c, m)| (c.clone(), m.key.clone()))
+            .collect()
+    }
 }
 
 /// A declared view.

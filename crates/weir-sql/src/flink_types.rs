@@ -233,6 +233,20 @@ pub fn distinct_cast_names<V: VisitMut>(node: &mut V) {
     });
 }
 
+/// `CAST(x AS BYTES)` and `CAST(x AS VARBINARY)` (Flink's names) become
+/// `CAST(x AS BYTEA)`, which DataFusion knows.
+pub fn bytes_casts<V: VisitMut>(node: &mut V) {
+    use sqlparser::ast::DataType as T;
+    let _ = sqlparser::ast::visit_expressions_mut(node, |e| {
+        if let SqlExpr::Cast { data_type, .. } = e
+            && matches!(data_type, T::Bytes(_) | T::Varbinary(_))
+        {
+            *data_type = T::Bytea;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
 /// Flink's type for `function(arg)` where DataFusion's differs: the type the argument is
 /// cast to first (if any) and the result type.
 fn flink_aggregate_type(function: &str, arg: &DataType) -> Option<(Option<DataType>, DataType)> {

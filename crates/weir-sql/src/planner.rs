@@ -310,6 +310,7 @@ impl Planner {
         crate::functions::rewrite(&mut query);
         crate::functions::alias_nested_fields(&mut query);
         crate::flink_types::distinct_cast_names(&mut query);
+        crate::flink_types::bytes_casts(&mut query);
         crate::flink_types::int_literals(&mut query);
         let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(
             Box::new(query),
@@ -715,15 +716,7 @@ impl Planner {
                 known.join(", ")
             ))
         })?;
-        // No connector writes metadata yet: a written metadata column must be VIRTUAL.
-        if let Some((column, m)) = def.metadata.iter().find(|(_, m)| !m.is_virtual) {
-            return Err(Error::plan(format!(
-                "INSERT INTO '{table}': column '{column}' is METADATA FROM '{}', which connector \
-                 '{}' cannot write; declare it VIRTUAL to leave it out of writes",
-                m.key,
-                def.options.get("connector").unwrap_or_default()
-            )));
-        }
+        // Which metadata a connector writes is the connector's to check (create_sink).
         Ok(def)
     }
 

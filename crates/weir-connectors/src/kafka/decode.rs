@@ -24,6 +24,7 @@ pub(super) enum KafkaMetadata {
     Offset,
     Timestamp,
     TimestampType,
+    Headers,
 }
 
 impl KafkaMetadata {
@@ -33,6 +34,7 @@ impl KafkaMetadata {
         "offset",
         "timestamp",
         "timestamp-type",
+        "headers",
     ];
 
     pub(super) fn from_key(key: &str) -> Option<Self> {
@@ -42,6 +44,7 @@ impl KafkaMetadata {
             "offset" => Self::Offset,
             "timestamp" => Self::Timestamp,
             "timestamp-type" => Self::TimestampType,
+            "headers" => Self::Headers,
             _ => return None,
         })
     }
@@ -56,6 +59,8 @@ pub(super) struct Record {
     pub(super) timestamp_type: &'static str,
     pub(super) key: Option<Vec<u8>>,
     pub(super) value: Option<Vec<u8>>,
+    /// Header names and values, in order (a name may repeat).
+    pub(super) headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 impl Record {
@@ -393,6 +398,26 @@ impl Decoder {
             KafkaMetadata::TimestampType => Arc::new(StringArray::from_iter_values(
                 records.iter().map(|r| r.timestamp_type),
             )),
+            KafkaMetadata::Headers => {
+                let names = arrow::array::builder::MapFieldNames {
+                    entry: "entries".into(),
+                    key: "key".into(),
+                    value: "value".into(),
+                };
+                let mut map = arrow::array::builder::MapBuilder::new(
+                    Some(names),
+                    arrow::array::builder::StringBuilder::new(),
+                    arrow::array::builder::BinaryBuilder::new(),
+                );
+                for r in records {
+                    for (name, value) in &r.headers {
+                        map.keys().append_value(name);
+                        map.values().append_option(value.as_deref());
+                    }
+                    map.append(true).expect("keys and values in step");
+                }
+                Arc::new(map.finish())
+            }
         }
     }
 }

@@ -27,7 +27,7 @@ use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Message, Timestamp};
+use rdkafka::message::{Headers, Message, Timestamp};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -577,6 +577,12 @@ impl Source for KafkaSource {
                 timestamp_type,
                 key: message.key().map(<[u8]>::to_vec),
                 value: message.payload().map(<[u8]>::to_vec),
+                headers: message.headers().map_or_else(Vec::new, |headers| {
+                    headers
+                        .iter()
+                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                        .collect()
+                }),
             });
         }
         // Each partition is a split with its own watermark: announced when it is first

@@ -57,13 +57,80 @@ pub(super) enum Partitioner {
     RoundRobin,
 }
 
+/// A message's headers: names and values, in order (a name may repeat).
+pub(super) type MessageHeaders = Vec<(String, Option<Vec<u8>>)>;
+
 /// One message to send.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(super) struct Message {
     /// `None`: the producer's partitioner picks.
     pub partition: Option<i32>,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
+    /// Milliseconds since the epoch; `None`: the producer's clock.
+    pub timestamp: Option<i64>,
+    pub headers: MessageHeaders,
+}
+
+/// Where the written metadata columns are in the sink's rows.
+#[derive(Debug, Clone)]
+pub(super) struct WrittenMetadata {
+    pub timestamp: Option<usize>,
+    pub headers: Option<usize>,
+    /// The other columns: the data the key and value hold.
+    pub physical: Vec<usize>,
+}
+
+impl WrittenMetadata {
+    fn any(&self) -> bool {
+        self.timestamp.is_some() || self.headers.is_some()
+    }
+
+    /// The message timestamps of `batch`'s rows.
+    fn timestamps(&self, batch: &RecordBatch) -> Result<Vec<Option<i64>>> {
+        let Some(c) = self.timestamp else {
+            return Ok(vec![None; batch.num_rows()]);
+        };
+        let ms = arrow::compute::cast(
+            batch.column(c),
+            &DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
+        )?;
+        let ms = arrow::compute::cast(&ms, &DataType::Int64)?;
+        Ok(ms
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .iter()
+            .collect())
+    }
+
+    /// The message headers of `batch`'s rows (a `MAP<STRING, BYTES>` column).
+    fn headers(&self, batch: &RecordBatch) -> Result<Vec<MessageHeaders>> {
+        let Some(c) = self.headers else {
+            return Ok(vec![Vec::new(); batch.num_rows()]);
+        };
+        let map = batch.column(c).as_map_opt().ok_or_else(|| {
+            Error::config(format!(
+                "the 'headers' metadata column must be MAP<STRING, BYTES>, not {}",
+                batch.column(c).data_type()
+            ))
+        })?;
+        let keys = arrow::compute::cast(map.keys(), &DataType::Utf8)?;
+        let values = arrow::compute::cast(map.values(), &DataType::Binary)?;
+        let (keys, values) = (keys.as_string::<i32>(), values.as_binary::<i32>());
+        let offsets = map.value_offsets();
+        Ok((0..batch.num_rows())
+            .map(|row| {
+                if map.is_null(row) {
+                    return Vec::new();
+                }
+                (offsets[row] as usize..offsets[row + 1] as usize)
+                    .map(|e| {
+                        let value = (!values.is_null(e)).then(|| values.value(e).to_vec());
+                        (keys.value(e).to_string(), value)
+                    })
+                    .collect()
+            })
+            .collect())
+    }
 }
 
 /// Encodes one subtask's rows as messages.
@@ -75,6 +142,8 @@ pub(super) struct Messages {
     pub schema: SchemaRef,
     /// Which columns the key and the value hold.
     pub layout: crate::kafka::keys::Layout,
+    /// Which columns set the messages' timestamp and headers.
+    pub written: WrittenMetadata,
     /// `upsert-kafka`: rows are upserts and deletes by key.
     pub upsert: bool,
     pub partitioner: Partitioner,
@@ -99,11 +168,22 @@ impl Messages {
         // `upsert-kafka`: `+I`/`+U` rows are upserts, `-D` rows deletes (a message without a
         // value), `-U` rows are left out (the `+U` that follows replaces the row).
         let (batch, kinds) = match self.upsert {
-            true => match weir_common::changelog::split(batch) {
-                (data, Some(ops)) => (data, Some(ops)),
-                (data, None) => (data, None),
-            },
+            true => weir_common::changelog::split(batch),
             false => (batch.clone(), None),
+        };
+        let (timestamps, headers) = (
+            self.written.timestamps(&batch)?,
+            self.written.headers(&batch)?,
+        );
+        let batch = match self.written.any() {
+            true => {
+                let mut columns = self.written.physical.clone();
+                if weir_common::changelog::is_changelog(&batch) {
+                    columns.push(batch.num_columns() - 1);
+                }
+                batch.project(&columns)?
+            }
+            false => batch,
         };
         let batch = &batch;
         let values = match self.layout.value_is_whole(&self.schema) {
@@ -149,6 +229,8 @@ impl Messages {
                     partition,
                     key,
                     value,
+                    timestamp: timestamps[i],
+                    headers: headers[i].clone(),
                 })
             })
             .collect())
@@ -252,6 +334,19 @@ pub(super) fn send(producer: &KafkaProducer, topic: &str, message: &Message) -> 
     if let Some(p) = message.partition {
         record = record.partition(p);
     }
+    if let Some(t) = message.timestamp {
+        record = record.timestamp(t);
+    }
+    if !message.headers.is_empty() {
+        let mut headers = rdkafka::message::OwnedHeaders::new_with_capacity(message.headers.len());
+        for (key, value) in &message.headers {
+            headers = headers.insert(rdkafka::message::Header {
+                key,
+                value: value.as_deref(),
+            });
+        }
+        record = record.headers(headers);
+    }
     match producer.send(record) {
         Ok(()) => Ok(true),
         Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => Ok(false),
@@ -261,56 +356,86 @@ pub(super) fn send(producer: &KafkaProducer, topic: &str, message: &Message) -> 
     }
 }
 
-/// Appends `message` to a write-ahead buffer.
+/// The write-ahead encoding's version, the first byte of every buffer.
+const WRITE_AHEAD_VERSION: u8 = 1;
+
+/// Appends `message` to a write-ahead buffer: partition (`-1`: none), key and value
+/// (length-prefixed, `-1`: none), timestamp (`i64::MIN`: none), then the number of
+/// headers and each header's name and value, all little-endian.
 pub(super) fn append(buffer: &mut Vec<u8>, message: &Message) {
-    buffer.extend_from_slice(&message.partition.unwrap_or(-1).to_le_bytes());
-    for part in [&message.key, &message.value] {
-        match part {
-            None => buffer.extend_from_slice(&(-1i32).to_le_bytes()),
-            Some(bytes) => {
-                buffer.extend_from_slice(&(bytes.len() as i32).to_le_bytes());
-                buffer.extend_from_slice(bytes);
-            }
+    if buffer.is_empty() {
+        buffer.push(WRITE_AHEAD_VERSION);
+    }
+    let bytes = |buffer: &mut Vec<u8>, part: Option<&[u8]>| match part {
+        None => buffer.extend_from_slice(&(-1i32).to_le_bytes()),
+        Some(bytes) => {
+            buffer.extend_from_slice(&(bytes.len() as i32).to_le_bytes());
+            buffer.extend_from_slice(bytes);
         }
+    };
+    buffer.extend_from_slice(&message.partition.unwrap_or(-1).to_le_bytes());
+    bytes(buffer, message.key.as_deref());
+    bytes(buffer, message.value.as_deref());
+    buffer.extend_from_slice(&message.timestamp.unwrap_or(i64::MIN).to_le_bytes());
+    buffer.extend_from_slice(&(message.headers.len() as i32).to_le_bytes());
+    for (name, value) in &message.headers {
+        bytes(buffer, Some(name.as_bytes()));
+        bytes(buffer, value.as_deref());
     }
 }
 
 /// The messages of a write-ahead buffer, in the order they were appended.
-pub(super) fn decode(mut bytes: &[u8]) -> Result<Vec<Message>> {
-    fn int(bytes: &mut &[u8]) -> Result<i32> {
-        let (head, rest) = bytes
-            .split_first_chunk::<4>()
-            .ok_or_else(|| corrupt("a length is cut short"))?;
+pub(super) fn decode(bytes: &[u8]) -> Result<Vec<Message>> {
+    fn corrupt(what: &str) -> Error {
+        Error::Checkpoint(format!(
+            "corrupt Kafka sink state: {what} in the messages kept for a transaction"
+        ))
+    }
+    fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8]> {
+        if bytes.len() < n {
+            return Err(corrupt("a message is cut short"));
+        }
+        let (head, rest) = bytes.split_at(n);
         *bytes = rest;
-        Ok(i32::from_le_bytes(*head))
+        Ok(head)
+    }
+    fn int(bytes: &mut &[u8]) -> Result<i32> {
+        Ok(i32::from_le_bytes(
+            take(bytes, 4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn part(bytes: &mut &[u8]) -> Result<Option<Vec<u8>>> {
         let len = int(bytes)?;
         if len < 0 {
             return Ok(None);
         }
-        let len = len as usize;
-        if bytes.len() < len {
-            return Err(corrupt("a message is cut short"));
-        }
-        let (head, rest) = bytes.split_at(len);
-        *bytes = rest;
-        Ok(Some(head.to_vec()))
+        Ok(Some(take(bytes, len as usize)?.to_vec()))
     }
-    fn corrupt(what: &str) -> Error {
-        Error::Checkpoint(format!(
-            "corrupt Kafka sink state: {what} in the messages kept for a transaction"
-        ))
+    let Some((&version, mut bytes)) = bytes.split_first() else {
+        return Ok(Vec::new());
+    };
+    if version != WRITE_AHEAD_VERSION {
+        return Err(corrupt(&format!("unknown version {version}")));
     }
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let partition = int(&mut bytes)?;
         let key = part(&mut bytes)?;
         let value = part(&mut bytes)?;
+        let timestamp = i64::from_le_bytes(take(&mut bytes, 8)?.try_into().expect("8 bytes"));
+        let mut headers = Vec::new();
+        for _ in 0..int(&mut bytes)? {
+            let name = part(&mut bytes)?.ok_or_else(|| corrupt("a header has no name"))?;
+            let name =
+                String::from_utf8(name).map_err(|_| corrupt("a header name is not UTF-8"))?;
+            headers.push((name, part(&mut bytes)?));
+        }
         out.push(Message {
             partition: (partition >= 0).then_some(partition),
             key,
             value,
+            timestamp: (timestamp != i64::MIN).then_some(timestamp),
+            headers,
         });
     }
     Ok(out)
@@ -327,16 +452,16 @@ mod tests {
                 partition: Some(2),
                 key: Some(b"k".to_vec()),
                 value: Some(b"{\"a\":1}".to_vec()),
+                timestamp: Some(1_700_000_000_000),
+                headers: vec![("h".into(), Some(b"v".to_vec())), ("n".into(), None)],
             },
-            Message {
-                partition: None,
-                key: None,
-                value: None,
-            },
+            Message::default(),
             Message {
                 partition: Some(0),
                 key: Some(Vec::new()),
                 value: Some(Vec::new()),
+                timestamp: Some(-5),
+                headers: Vec::new(),
             },
         ];
         let mut buffer = Vec::new();

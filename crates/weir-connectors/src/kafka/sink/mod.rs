@@ -76,6 +76,10 @@ pub const UPSERT_SINK_OPTIONS: &[&str] = &[
     "value.raw.#",
 ];
 
+/// The metadata a Kafka sink writes (non-`VIRTUAL` metadata columns): the message's
+/// timestamp and headers, as in Flink.
+pub const WRITABLE_METADATA: &[&str] = &["timestamp", "headers"];
+
 /// How long a flush at a checkpoint may wait for the broker's acknowledgements.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -97,6 +101,7 @@ pub struct KafkaSinkFactory {
     format: Format,
     schema: SchemaRef,
     layout: crate::kafka::keys::Layout,
+    written: messages::WrittenMetadata,
     upsert: bool,
     guarantee: Guarantee,
     partitioner: Partitioner,
@@ -107,6 +112,7 @@ impl KafkaSinkFactory {
     pub fn try_new(
         options: &ConnectorOptions,
         schema: SchemaRef,
+        metadata: &[(String, String)],
         primary_key: Option<&[String]>,
     ) -> Result<Self> {
         let table = options.table.clone();
@@ -149,6 +155,25 @@ impl KafkaSinkFactory {
             }
         };
         let format = super::value_format(options)?;
+        // The metadata columns set the message's timestamp and headers; the others are
+        // the data the key and value hold.
+        let metadata = crate::metadata::resolve(
+            options,
+            "kafka",
+            &schema,
+            metadata,
+            WRITABLE_METADATA,
+            |key| WRITABLE_METADATA.iter().position(|k| *k == key),
+        )?;
+        let column_of = |which: usize| metadata.iter().find(|(_, k)| *k == which).map(|(c, _)| *c);
+        let written = messages::WrittenMetadata {
+            timestamp: column_of(0),
+            headers: column_of(1),
+            physical: (0..schema.fields().len())
+                .filter(|c| !metadata.iter().any(|(m, _)| m == c))
+                .collect(),
+        };
+        let schema = crate::metadata::physical_schema(&schema, &metadata);
         let layout = super::keys::layout(options, &schema, primary_key)?;
         // Checks that the formats can be written (canal/maxwell cannot).
         PartEncoder::new(&format, &layout.value_schema)?;
@@ -169,6 +194,7 @@ impl KafkaSinkFactory {
             format,
             schema,
             layout,
+            written,
             upsert: primary_key.is_some(),
             guarantee,
             partitioner,
@@ -183,6 +209,7 @@ impl KafkaSinkFactory {
             format: self.format.clone(),
             schema: self.schema.clone(),
             layout: self.layout.clone(),
+            written: self.written.clone(),
             upsert: self.upsert,
             partitioner: self.partitioner,
             subtask: task.subtask,

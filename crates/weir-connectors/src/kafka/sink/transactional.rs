@@ -241,6 +241,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 /// One checkpoint's messages, waiting for the checkpoint to complete.
+#[derive(Clone)]
 struct Prepared {
     checkpoint: u64,
     rows: usize,
@@ -259,6 +260,10 @@ pub(super) struct ExactlyOnceSink {
     rows: usize,
     /// Pre-committed transactions in checkpoint order.
     prepared: Vec<Prepared>,
+    /// Transactions being written in the background since their checkpoint completed
+    /// (still in the checkpoints taken meanwhile), and that work.
+    in_flight: Vec<Prepared>,
+    committing: Option<tokio::task::JoinHandle<Result<()>>>,
 }
 
 impl ExactlyOnceSink {
@@ -272,7 +277,21 @@ impl ExactlyOnceSink {
             buffer: Vec::new(),
             rows: 0,
             prepared: Vec::new(),
+            in_flight: Vec::new(),
+            committing: None,
         })
+    }
+
+    /// Waits for the transactions being written in the background; their error, if any,
+    /// fails the job (a restore writes them again unless their marker shows them).
+    async fn wait_for_commits(&mut self) -> Result<()> {
+        if let Some(handle) = self.committing.take() {
+            handle
+                .await
+                .map_err(|e| Error::internal(format!("a Kafka commit panicked: {e}")))??;
+        }
+        self.in_flight.clear();
+        Ok(())
     }
 
     fn producer(&self) -> Result<&Handle> {
@@ -368,6 +387,9 @@ impl Operator for ExactlyOnceSink {
     }
 
     async fn process_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Output) -> Result<()> {
+        if self.committing.as_ref().is_some_and(|h| h.is_finished()) {
+            self.wait_for_commits().await?;
+        }
         let client = self.producer()?.0.clone();
         for message in self.messages.encode(&batch, &client).await? {
             messages::append(&mut self.buffer, &message);
@@ -397,7 +419,7 @@ impl Operator for ExactlyOnceSink {
             StateDistribution::Union,
             vec![json!({ "subtask": self.task.subtask, "parallelism": self.task.parallelism })],
         );
-        for p in &self.prepared {
+        for p in self.in_flight.iter().chain(&self.prepared) {
             let payload = state.add_payload(p.data.clone());
             state.items.push(json!({
                 "subtask": self.task.subtask,
@@ -410,21 +432,41 @@ impl Operator for ExactlyOnceSink {
         Ok(state)
     }
 
+    /// Writes the transactions of the checkpoints up to `id` in the background, in order,
+    /// after those of earlier checkpoints: the sink goes on taking rows meanwhile.
     async fn notify_checkpoint_complete(&mut self, id: CheckpointId) -> Result<()> {
-        while self.prepared.first().is_some_and(|p| p.checkpoint <= id.0) {
-            self.task.fence.check()?;
-            let p = self.prepared.remove(0);
-            let producer = self.producer()?.clone();
-            self.tx
-                .commit(
-                    &producer,
-                    self.task.subtask,
-                    &self.attempt,
-                    p.checkpoint,
-                    p.data,
-                )
-                .await?;
+        self.wait_for_commits().await?;
+        let ready = self
+            .prepared
+            .iter()
+            .take_while(|p| p.checkpoint <= id.0)
+            .count();
+        if ready == 0 {
+            return Ok(());
         }
+        self.task.fence.check()?;
+        self.in_flight = self.prepared.drain(..ready).collect();
+        let (tx, producer) = (self.tx.clone(), self.producer()?.clone());
+        let (subtask, attempt, fence) = (
+            self.task.subtask,
+            self.attempt.clone(),
+            self.task.fence.clone(),
+        );
+        let work = self.in_flight.clone();
+        self.committing = Some(tokio::spawn(async move {
+            for p in work {
+                fence.check()?;
+                tx.commit(&producer, subtask, &attempt, p.checkpoint, p.data)
+                    .await?;
+            }
+            Ok(())
+        }));
         Ok(())
+    }
+
+    /// The last transactions (a bounded job's final checkpoint) are written before the
+    /// sink ends.
+    async fn close(&mut self) -> Result<()> {
+        self.wait_for_commits().await
     }
 }

@@ -1,6 +1,7 @@
 //! The one integration-test binary. Every test runs the real `weir` executable on real
 //! files; crash tests kill it with SIGKILL (or abort it at armed failpoints) and restart it.
 
+mod avro;
 mod batch;
 mod common;
 mod crash;

@@ -118,6 +118,43 @@ def committed_records(batches):
             yield from records
 
 
+def topic_records(bootstrap, topic, uncommitted=False, timeout_ms=10_000):
+    """Yield (partition, record) for every committed data record of the topic (every data
+    record with uncommitted), by partition and then offset."""
+    client = KafkaNetClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+    try:
+        client.check_version(timeout_ms=timeout_ms)
+        node = client.least_loaded_node(bootstrap_fallback=True)
+        meta = client.send_and_receive(node, MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=False), timeout_ms=timeout_ms)
+        t = meta.topics[0]
+        if t.error_code == UNKNOWN_TOPIC_OR_PARTITION or not t.partitions:
+            fail(f"topic {topic!r} does not exist on {bootstrap}")
+        if t.error_code:
+            fail(f"metadata for topic {topic!r}: broker error {t.error_code}")
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            batches = read_partition(client, p.leader_id, topic, t.topic_id,
+                                     p.partition_index, timeout_ms)
+            if uncommitted:
+                records = (r for b, rs in batches if not b.is_control_batch for r in rs)
+            else:
+                records = committed_records(batches)
+            for r in records:
+                yield p.partition_index, r
+    except SystemExit:
+        raise
+    except Exception as e:  # kafka-python raises KafkaTimeoutError, KafkaConnectionError, ...
+        fail(f"talking to the Kafka broker at {bootstrap}: {e!r}")
+    finally:
+        client.close()
+
+
+def topic_values(bootstrap, topic):
+    """The raw values (bytes) of the topic's committed records."""
+    return [bytes(r.value) for _, r in topic_records(bootstrap, topic) if r.value is not None]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("bootstrap", help="host:port of a broker")
@@ -126,36 +163,13 @@ def main():
                     help="print every data record, including aborted and open transactions")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per broker call (default 10)")
     args = ap.parse_args()
-    timeout_ms = int(args.timeout * 1000)
-
-    client = KafkaNetClient(bootstrap_servers=args.bootstrap, request_timeout_ms=timeout_ms)
-    try:
-        client.check_version(timeout_ms=timeout_ms)
-        node = client.least_loaded_node(bootstrap_fallback=True)
-        meta = client.send_and_receive(node, MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name=args.topic)],
-            allow_auto_topic_creation=False), timeout_ms=timeout_ms)
-        t = meta.topics[0]
-        if t.error_code == UNKNOWN_TOPIC_OR_PARTITION or not t.partitions:
-            fail(f"topic {args.topic!r} does not exist on {args.bootstrap}")
-        if t.error_code:
-            fail(f"metadata for topic {args.topic!r}: broker error {t.error_code}")
-        for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            batches = read_partition(client, p.leader_id, args.topic, t.topic_id,
-                                     p.partition_index, timeout_ms)
-            if args.uncommitted:
-                records = (r for b, rs in batches if not b.is_control_batch for r in rs)
-            else:
-                records = committed_records(batches)
-            for r in records:
-                print(json.dumps({
-                    "partition": p.partition_index, "offset": r.offset,
-                    "key": text(r.key), "value": text(r.value), "timestamp": r.timestamp,
-                    "headers": {k: text(v) for k, v in r.headers}}, ensure_ascii=False))
-    except Exception as e:  # kafka-python raises KafkaTimeoutError, KafkaConnectionError, ...
-        fail(f"talking to the Kafka broker at {args.bootstrap}: {e!r}")
-    finally:
-        client.close()
+    records = topic_records(args.bootstrap, args.topic, args.uncommitted,
+                            int(args.timeout * 1000))
+    for partition, r in records:
+        print(json.dumps({
+            "partition": partition, "offset": r.offset,
+            "key": text(r.key), "value": text(r.value), "timestamp": r.timestamp,
+            "headers": {k: text(v) for k, v in r.headers}}, ensure_ascii=False))
 
 
 if __name__ == "__main__":

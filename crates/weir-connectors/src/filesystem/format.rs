@@ -28,6 +28,8 @@ pub enum Format {
     MaxwellJson(JsonOptions),
     /// Flink's `raw`: one `STRING` or `BYTES` column, one value per line.
     Raw,
+    /// Flink's `avro` ([`super::avro`]).
+    Avro(super::avro::AvroOptions),
 }
 
 /// The `csv.*` options.
@@ -207,6 +209,9 @@ impl Format {
                 "maxwell-json",
             )?)),
             "csv" => Ok(Format::Csv(CsvOptions::from_options(options)?)),
+            "avro" => Ok(Format::Avro(super::avro::AvroOptions::from_options(
+                options,
+            )?)),
             "raw" => {
                 if let Some(c) = options.get("raw.charset")
                     && !c.eq_ignore_ascii_case("UTF-8")
@@ -220,7 +225,7 @@ impl Format {
             }
             other => Err(Error::config(format!(
                 "table '{}': unknown format '{other}'; supported formats: parquet, csv, json, \
-                 debezium-json, canal-json, maxwell-json, raw",
+                 avro, debezium-json, canal-json, maxwell-json, raw",
                 options.table
             ))),
         }
@@ -231,6 +236,7 @@ impl Format {
             Format::Parquet => "parquet",
             Format::Csv(_) => "csv",
             Format::Raw => "txt",
+            Format::Avro(_) => "avro",
             Format::Json(_)
             | Format::DebeziumJson(_)
             | Format::CanalJson(_)
@@ -274,6 +280,10 @@ impl Format {
             Format::MaxwellJson(o) => super::cdc::decode(Cdc::Maxwell, o, name, &bytes, schema),
             Format::Json(o) => decode_json(o, name, &bytes, schema),
             Format::Raw => decode_raw(name, &bytes, schema),
+            Format::Avro(_) => Ok(Decoded {
+                batches: super::avro::decode_file(name, bytes, schema)?,
+                skipped: Skipped::default(),
+            }),
         }
     }
 }
@@ -647,7 +657,7 @@ fn json_error(bytes: &Bytes, schema: &SchemaRef, e: &arrow::error::ArrowError) -
 }
 
 /// Picks the table's columns out of a file's batch by name, casting where types differ.
-fn conform(name: &str, batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn conform(name: &str, batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     let mut columns = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         let idx = batch.schema().index_of(field.name()).map_err(|_| {
@@ -697,6 +707,7 @@ fn parquet_error(e: parquet::errors::ParquetError) -> Error {
 /// An open part file being encoded in memory.
 pub enum PartEncoder {
     Parquet(Box<ArrowWriter<Vec<u8>>>),
+    Avro(super::avro::AvroFileWriter),
     /// csv and json lines as Flink writes them ([`super::text`]).
     Text {
         format: Format,
@@ -734,6 +745,9 @@ impl PartEncoder {
                     out: Vec::new(),
                 }
             }
+            Format::Avro(o) => {
+                PartEncoder::Avro(super::avro::AvroLayout::new(schema)?.file_writer(o)?)
+            }
             Format::Json(_) | Format::DebeziumJson(_) => PartEncoder::Text {
                 format: format.clone(),
                 out: Vec::new(),
@@ -754,7 +768,7 @@ impl PartEncoder {
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let changelog = weir_common::changelog::is_changelog(batch);
         match self {
-            PartEncoder::Parquet(_) | PartEncoder::Text { .. }
+            PartEncoder::Parquet(_) | PartEncoder::Avro(_) | PartEncoder::Text { .. }
                 if changelog && !self.takes_changelog() =>
             {
                 return Err(Error::internal(
@@ -762,12 +776,16 @@ impl PartEncoder {
                 ));
             }
             PartEncoder::Parquet(w) => w.write(batch).map_err(parquet_error)?,
+            PartEncoder::Avro(w) => w.write(batch)?,
             PartEncoder::Text { format, out } => match format {
                 Format::Csv(o) => text::csv_lines(batch, o.layout, false, &o.text, out)?,
                 Format::Raw => raw_lines(batch, out),
                 Format::Json(o) => text::json_lines(batch, &o.text, out)?,
                 Format::DebeziumJson(o) => text::json_lines(&debezium(batch)?, &o.text, out)?,
-                Format::Parquet | Format::CanalJson(_) | Format::MaxwellJson(_) => {
+                Format::Parquet
+                | Format::Avro(_)
+                | Format::CanalJson(_)
+                | Format::MaxwellJson(_) => {
                     unreachable!("no text encoder is made for these")
                 }
             },
@@ -783,6 +801,7 @@ impl PartEncoder {
     pub fn size(&self) -> usize {
         match self {
             PartEncoder::Parquet(w) => w.bytes_written() + w.in_progress_size(),
+            PartEncoder::Avro(w) => w.size(),
             PartEncoder::Text { out, .. } => out.len(),
         }
     }
@@ -790,6 +809,7 @@ impl PartEncoder {
     pub fn finish(self) -> Result<Vec<u8>> {
         Ok(match self {
             PartEncoder::Parquet(w) => (*w).into_inner().map_err(parquet_error)?,
+            PartEncoder::Avro(w) => w.finish()?,
             PartEncoder::Text { out, .. } => out,
         })
     }

@@ -1,6 +1,7 @@
 //! `'connector' = 'filesystem'`: bounded reads of Parquet, CSV and JSON files, and an
 //! exactly-once file sink (two-phase commit) on the local file system or any object store.
 
+pub mod avro;
 mod cdc;
 pub mod format;
 pub mod overwrite;
@@ -41,6 +42,7 @@ macro_rules! file_options {
             "maxwell-json.ignore-parse-errors",
             "maxwell-json.timestamp-format.standard",
             "raw.charset",
+            "avro.codec",
             "raw.endianness",
             "debezium-json.map-null-key.mode",
             "debezium-json.map-null-key.literal",

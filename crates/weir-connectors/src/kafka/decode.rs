@@ -84,6 +84,8 @@ pub(super) struct Decoder {
     pub key: Option<super::keys::Key>,
     /// `upsert-kafka`: rows are upserts and deletes by key.
     pub upsert: bool,
+    /// The value's Avro layout, when its format is `avro`.
+    pub value_avro: Option<crate::filesystem::avro::AvroLayout>,
     pub metadata: Vec<(usize, KafkaMetadata)>,
 }
 
@@ -176,7 +178,23 @@ impl Decoder {
                 .iter()
                 .all(|r| r.value.as_deref().is_some_and(|v| !v.contains(&b'\n')));
         let mut done = false;
-        if matches!(format, Format::Raw) {
+        if let Some(avro) = &self.value_avro {
+            let valued: Vec<(usize, &[u8])> = records
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.value.as_deref().map(|v| (i, v)))
+                .collect();
+            let values: Vec<&[u8]> = valued.iter().map(|(_, v)| *v).collect();
+            batches.push(avro.decode_records(&values, &self.value_schema, |i| {
+                let r = records[valued[i.min(valued.len() - 1)].0];
+                format!(
+                    "Kafka topic '{}' partition {} offset {}",
+                    r.topic, r.partition, r.offset
+                )
+            })?);
+            rows.extend(valued.iter().map(|(i, _)| *i as u32));
+            done = true;
+        } else if matches!(format, Format::Raw) {
             batches.push(self.raw(records)?);
             rows.extend(0..records.len() as u32);
             done = true;
@@ -283,6 +301,17 @@ impl Decoder {
         let bytes = |r: &Record| r.key.clone().unwrap_or_default();
         if records.is_empty() {
             return Ok(RecordBatch::new_empty(key.schema.clone()));
+        }
+        if let Some(avro) = &key.avro {
+            let keys: Vec<Vec<u8>> = records.iter().map(|r| bytes(r)).collect();
+            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            return avro.decode_records(&keys, &key.schema, |i| {
+                let r = records[i.min(records.len() - 1)];
+                format!(
+                    "the key of Kafka topic '{}' partition {} offset {}",
+                    r.topic, r.partition, r.offset
+                )
+            });
         }
         if matches!(key.format, Format::Raw) {
             let column: ArrayRef = if raw_column(&key.schema)? {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use weir_common::{ConnectorOptions, Error, Result};
 
 /// The formats a key can have.
-const KEY_FORMATS: &[&str] = &["json", "csv", "raw"];
+const KEY_FORMATS: &[&str] = &["json", "csv", "raw", "avro"];
 
 /// The key of a table's messages.
 #[derive(Debug, Clone)]
@@ -24,6 +24,8 @@ pub(crate) struct Key {
     pub fields: Vec<usize>,
     /// What the key format sees: the key columns without `key.fields-prefix`.
     pub schema: SchemaRef,
+    /// The key's Avro layout, when its format is `avro`.
+    pub avro: Option<crate::filesystem::avro::AvroLayout>,
 }
 
 /// Which physical columns the key and the value of a message hold.
@@ -130,10 +132,15 @@ pub(crate) fn layout(
             if matches!(format, Format::Raw) {
                 crate::filesystem::format::raw_column(&schema)?;
             }
+            let avro = match format {
+                Format::Avro(_) => Some(crate::filesystem::avro::AvroLayout::new(&schema)?),
+                _ => None,
+            };
             Some(Key {
                 format,
                 fields,
                 schema,
+                avro,
             })
         }
     };

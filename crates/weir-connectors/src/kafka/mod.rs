@@ -49,6 +49,7 @@ const FORMATS: &[&str] = &[
     "json",
     "csv",
     "raw",
+    "avro",
     "debezium-json",
     "canal-json",
     "maxwell-json",
@@ -68,6 +69,7 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "key.json.#",
     "key.csv.#",
     "key.raw.#",
+    "key.avro.#",
     "scan.startup.mode",
     "scan.startup.timestamp-millis",
     "scan.startup.specific-offsets",
@@ -79,12 +81,14 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "json.#",
     "csv.#",
     "raw.#",
+    "avro.#",
     "debezium-json.#",
     "canal-json.#",
     "maxwell-json.#",
     "value.json.#",
     "value.csv.#",
     "value.raw.#",
+    "value.avro.#",
     "value.debezium-json.#",
     "value.canal-json.#",
     "value.maxwell-json.#",
@@ -108,13 +112,15 @@ pub const UPSERT_SOURCE_OPTIONS: &[&str] = &[
     "key.json.#",
     "key.csv.#",
     "key.raw.#",
+    "key.avro.#",
     "value.json.#",
     "value.csv.#",
     "value.raw.#",
+    "value.avro.#",
 ];
 
 /// The value formats of `upsert-kafka`: a value is a whole row (or nothing, a delete).
-const UPSERT_VALUE_FORMATS: &[&str] = &["json", "csv", "raw"];
+const UPSERT_VALUE_FORMATS: &[&str] = &["json", "csv", "raw", "avro"];
 
 /// Checks an `upsert-kafka` table's options against its columns and primary key.
 pub fn check_upsert(

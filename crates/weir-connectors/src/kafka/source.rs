@@ -175,6 +175,12 @@ impl KafkaSourceFactory {
             // librdkafka wants a group even for assigned partitions; nothing is committed.
             config.set("group.id", format!("weir-{}", uuid::Uuid::new_v4()));
         }
+        let value_avro = match &format {
+            Format::Avro(_) => Some(crate::filesystem::avro::AvroLayout::new(
+                &layout.value_schema,
+            )?),
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             brokers: brokers(options).to_string(),
             table,
@@ -193,6 +199,7 @@ impl KafkaSourceFactory {
                 value_fields: layout.value_fields,
                 key,
                 upsert,
+                value_avro,
                 metadata,
             },
         });

@@ -5,6 +5,7 @@
 //! checkpoint): [`append`] and [`decode`] are that encoding — per message a partition, a key
 //! and a value, each length-prefixed (little-endian `i32`, `-1` for none).
 
+use crate::filesystem::avro::AvroLayout;
 use crate::filesystem::format::{Format, PartEncoder};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -144,6 +145,9 @@ pub(super) struct Messages {
     pub layout: crate::kafka::keys::Layout,
     /// Which columns set the messages' timestamp and headers.
     pub written: WrittenMetadata,
+    /// The Avro layouts of the value and the key, when their format is `avro`.
+    pub value_avro: Option<AvroLayout>,
+    pub key_avro: Option<AvroLayout>,
     /// `upsert-kafka`: rows are upserts and deletes by key.
     pub upsert: bool,
     pub partitioner: Partitioner,
@@ -187,7 +191,7 @@ impl Messages {
         };
         let batch = &batch;
         let values = match self.layout.value_is_whole(&self.schema) {
-            true => encode_rows(&self.format, &self.schema, batch)?,
+            true => encode_rows(&self.format, &self.schema, batch, self.value_avro.as_ref())?,
             false => {
                 // The value columns, and the row kinds a changelog format writes.
                 let mut columns = self.layout.value_fields.clone();
@@ -195,7 +199,17 @@ impl Messages {
                     columns.push(batch.num_columns() - 1);
                 }
                 let value = batch.project(&columns)?;
-                encode_rows(&self.format, &self.layout.value_schema, &value)?
+                let (data, _) = weir_common::changelog::split(&value);
+                let value = match self.value_avro.is_some() {
+                    true => data,
+                    false => value,
+                };
+                encode_rows(
+                    &self.format,
+                    &self.layout.value_schema,
+                    &value,
+                    self.value_avro.as_ref(),
+                )?
             }
         };
         let mut keys = match &self.layout.key {
@@ -203,7 +217,10 @@ impl Messages {
             Some(key) => {
                 let columns = key.fields.iter().map(|i| batch.column(*i).clone());
                 let keys = RecordBatch::try_new(key.schema.clone(), columns.collect())?;
-                Some(encode_rows(&key.format, &key.schema, &keys)?.into_iter())
+                Some(
+                    encode_rows(&key.format, &key.schema, &keys, self.key_avro.as_ref())?
+                        .into_iter(),
+                )
             }
         };
         let kind = |i: usize| kinds.as_ref().map(|k| RowKind::from_i8(k.value(i)));
@@ -278,8 +295,12 @@ fn encode_rows(
     format: &Format,
     schema: &SchemaRef,
     batch: &RecordBatch,
+    avro: Option<&AvroLayout>,
 ) -> Result<Vec<Option<Vec<u8>>>> {
     let rows = batch.num_rows();
+    if let Some(avro) = avro {
+        return Ok(avro.encode_records(batch)?.into_iter().map(Some).collect());
+    }
     if matches!(format, Format::Raw) {
         let column = batch.column(0);
         return Ok((0..rows)

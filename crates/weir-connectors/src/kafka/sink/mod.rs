@@ -18,6 +18,7 @@
 mod messages;
 mod transactional;
 
+use crate::filesystem::avro::AvroLayout;
 use crate::filesystem::format::{Format, PartEncoder};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -43,16 +44,19 @@ pub const SINK_OPTIONS: &[&str] = &[
     "key.json.#",
     "key.csv.#",
     "key.raw.#",
+    "key.avro.#",
     "sink.delivery-guarantee",
     "sink.partitioner",
     "sink.transactional-id-prefix",
     "json.#",
     "csv.#",
     "raw.#",
+    "avro.#",
     "debezium-json.#",
     "value.json.#",
     "value.csv.#",
     "value.raw.#",
+    "value.avro.#",
     "value.debezium-json.#",
 ];
 
@@ -71,9 +75,11 @@ pub const UPSERT_SINK_OPTIONS: &[&str] = &[
     "key.json.#",
     "key.csv.#",
     "key.raw.#",
+    "key.avro.#",
     "value.json.#",
     "value.csv.#",
     "value.raw.#",
+    "value.avro.#",
 ];
 
 /// The metadata a Kafka sink writes (non-`VIRTUAL` metadata columns): the message's
@@ -201,8 +207,16 @@ impl KafkaSinkFactory {
         })
     }
 
-    fn messages(&self, task: &TaskInfo) -> Messages {
-        Messages {
+    fn messages(&self, task: &TaskInfo) -> Result<Messages> {
+        let avro = |format: &Format, schema: &SchemaRef| -> Result<Option<AvroLayout>> {
+            match format {
+                Format::Avro(_) => Ok(Some(AvroLayout::new(schema)?)),
+                _ => Ok(None),
+            }
+        };
+        Ok(Messages {
+            value_avro: avro(&self.format, &self.layout.value_schema)?,
+            key_avro: self.layout.key.as_ref().and_then(|k| k.avro.clone()),
             table: self.table.clone(),
             topic: self.topic.clone(),
             brokers: self.brokers.clone(),
@@ -215,7 +229,7 @@ impl KafkaSinkFactory {
             subtask: task.subtask,
             partitions: None,
             next: task.subtask,
-        }
+        })
     }
 }
 
@@ -249,7 +263,7 @@ impl OperatorFactory for KafkaSinkFactory {
                     config: self.config.clone(),
                     prefix: prefix.clone(),
                 },
-                self.messages(task),
+                self.messages(task)?,
                 task.clone(),
             )?));
         }
@@ -259,7 +273,7 @@ impl OperatorFactory for KafkaSinkFactory {
             topic: self.topic.clone(),
             brokers: self.brokers.clone(),
             flush_at_checkpoints: self.guarantee == Guarantee::AtLeastOnce,
-            messages: self.messages(task),
+            messages: self.messages(task)?,
             producer,
             failed,
         }))

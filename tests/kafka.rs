@@ -296,11 +296,8 @@ fn source_is_exactly_once_under_sigkill_with_partitions_added_and_rescaling() {
         }
         producer.flush(Duration::from_secs(30)).unwrap();
     });
-    let mut rng = Lcg(17);
-    let mut kills = 0;
-    let started = Instant::now();
     let chk_arg = chk.to_str().unwrap().to_string();
-    let args = |p: &'static str| {
+    let args = |p: &str| {
         vec![
             s.to_str().unwrap().to_string(),
             "-p".into(),
@@ -313,33 +310,11 @@ fn source_is_exactly_once_under_sigkill_with_partitions_added_and_rescaling() {
             "latest".into(),
         ]
     };
-    let spawn_at = |p: &'static str| {
+    let spawn_at = |p: &str| {
         let a = args(p);
         spawn(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
     };
-    while kills < 22 || !producing.is_finished() {
-        assert!(
-            started.elapsed() < Duration::from_secs(240),
-            "too slow: {kills} kills"
-        );
-        let mut child = spawn_at(if kills % 2 == 0 { "2" } else { "3" });
-        std::thread::sleep(Duration::from_millis(250 + rng.next(500)));
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            use std::io::Read;
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("the job ended by itself ({status}): {err}");
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        kills += 1;
-    }
-    producing.join().unwrap();
+    let kills = kill_while_producing(spawn_at, &["2", "3"], 22, (250, 500), producing, 17);
     // A last run reads the rest; once everything is committed it is killed too.
     let mut child = spawn_at("3");
     let waiting = Instant::now();
@@ -1204,22 +1179,7 @@ fn upsert_kafka_turns_messages_into_a_changelog_and_back_under_sigkill() {
         ];
         spawn(&args, &[])
     };
-    let mut rng = Lcg(23);
-    let mut kills = 0;
-    let started = Instant::now();
-    while kills < 12 || !producing.is_finished() {
-        assert!(started.elapsed() < Duration::from_secs(240), "too slow");
-        let mut child = spawn_at(["2", "3", "1"][kills % 3]);
-        std::thread::sleep(Duration::from_millis(300 + rng.next(500)));
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the job ended by itself"
-        );
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        kills += 1;
-    }
-    producing.join().unwrap();
+    let kills = kill_while_producing(spawn_at, &["2", "3", "1"], 12, (300, 500), producing, 23);
     // A last run reads the rest; once the counts are all there it is killed too.
     let mut child = spawn_at("2");
     let waiting = Instant::now();

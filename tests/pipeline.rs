@@ -99,22 +99,7 @@ fn kafka_window_aggregate_to_parquet_on_s3_is_exactly_once_under_sigkill() {
             &env,
         )
     };
-    let mut rng = Lcg(31);
-    let mut kills = 0;
-    let started = Instant::now();
-    while kills < 12 || !producing.is_finished() {
-        assert!(started.elapsed() < Duration::from_secs(240), "too slow");
-        let mut child = spawn_at(["2", "3"][kills % 2]);
-        std::thread::sleep(Duration::from_millis(400 + rng.next(600)));
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the job ended by itself"
-        );
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        kills += 1;
-    }
-    producing.join().unwrap();
+    let kills = kill_while_producing(spawn_at, &["2", "3"], 12, (400, 600), producing, 31);
     // A last run reads the rest; once every closed window is committed it is killed too.
     let expected = expected_windows();
     let mut child = spawn_at("2");

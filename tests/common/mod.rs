@@ -201,3 +201,47 @@ pub fn start_service(command: &str, port: u16, what: &str) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// SIGKILLs an unbounded job again and again while its input arrives: each run is
+/// started by `spawn_at` at the next of `parallelisms` (a restore at another
+/// parallelism), lives `min_ms` plus up to `spread_ms` more, must still be running, and
+/// is killed — at least `kills` times and until `producing` has finished. Returns the
+/// number of kills.
+pub fn kill_while_producing(
+    spawn_at: impl Fn(&str) -> Child,
+    parallelisms: &[&str],
+    kills: usize,
+    (min_ms, spread_ms): (u64, u64),
+    producing: std::thread::JoinHandle<()>,
+    seed: u64,
+) -> usize {
+    let mut rng = Lcg(seed);
+    let mut done = 0;
+    let started = std::time::Instant::now();
+    while done < kills || !producing.is_finished() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(240),
+            "too slow: {done} kills"
+        );
+        let mut child = spawn_at(parallelisms[done % parallelisms.len()]);
+        std::thread::sleep(std::time::Duration::from_millis(
+            min_ms + rng.next(spread_ms),
+        ));
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("the job ended by itself ({status}): {err}");
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        done += 1;
+    }
+    producing.join().unwrap();
+    done
+}

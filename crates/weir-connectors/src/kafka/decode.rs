@@ -106,14 +106,7 @@ impl Decoder {
             None => batch,
             Some(key) => self.with_key_columns(key, records, &batch, &index)?,
         };
-        let placed = crate::metadata::place(&self.schema, &self.metadata, &batch, |what| {
-            Ok(arrow::compute::take(
-                &self.per_record(*what, records),
-                &index,
-                None,
-            )?)
-        })?;
-        Ok((placed, skipped))
+        Ok((self.with_metadata(records, &batch, &index)?, skipped))
     }
 
     /// `upsert-kafka`: a message with a value upserts the row of its key (`+I`, which the
@@ -148,14 +141,7 @@ impl Decoder {
         let index = UInt32Array::from(record_rows);
         let batch = self.with_key_columns(key, records, &values, &index)?;
         let batch = weir_common::changelog::attach(&batch, Arc::new(Int8Array::from(kinds)))?;
-        let placed = crate::metadata::place(&self.schema, &self.metadata, &batch, |what| {
-            Ok(arrow::compute::take(
-                &self.per_record(*what, records),
-                &index,
-                None,
-            )?)
-        })?;
-        Ok((placed, skipped))
+        Ok((self.with_metadata(records, &batch, &index)?, skipped))
     }
 
     /// Decodes the messages' values: one batch of the value columns (and the row kinds of
@@ -253,6 +239,23 @@ impl Decoder {
         };
         let batch = arrow::compute::concat_batches(&first.schema(), &batches)?;
         Ok((Some(batch), rows, skipped))
+    }
+
+    /// `batch` (the physical columns of the records `index` names) with the metadata
+    /// columns in their places.
+    fn with_metadata(
+        &self,
+        records: &[Record],
+        batch: &RecordBatch,
+        index: &UInt32Array,
+    ) -> Result<RecordBatch> {
+        crate::metadata::place(&self.schema, &self.metadata, batch, |what| {
+            Ok(arrow::compute::take(
+                &self.per_record(*what, records),
+                index,
+                None,
+            )?)
+        })
     }
 
     /// The physical columns of `values` (the value columns of the records `index` names)

@@ -146,8 +146,8 @@ pub fn check_overwrite(options: &ConnectorOptions) -> Result<()> {
 
 /// Checks that a table can take the rows of a query: `updates` names the operator that
 /// makes the query's result an updating one (a changelog with `-U`/`+U`/`-D` rows), if any,
-/// and only `print`, `blackhole`, `upsert-kafka`, and files and Kafka topics in `debezium-json` can take
-/// updates.
+/// and only `print`, `blackhole`, `upsert-kafka`, and files and Kafka topics in
+/// `debezium-json` can take updates.
 pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Result<()> {
     let (name, ..) = lookup(options)?;
     let Some(producer) = updates else {

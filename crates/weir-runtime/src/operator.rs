@@ -111,7 +111,6 @@ pub trait Operator: Send {
         out: &mut Output,
     ) -> Result<()>;
 
-    /// Called when the combined watermark of all inputs advances. The default forwards it.
     /// Source splits of this task were `added` (each holds the watermark back until it
     /// has data or goes idle) or `finished`, for operators that keep a watermark per split.
     /// Called on each operator of the source's chain in order.
@@ -125,6 +124,7 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Called when the combined watermark of all inputs advances. The default forwards it.
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
         out.emit_watermark(watermark);
         Ok(())

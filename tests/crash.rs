@@ -351,8 +351,8 @@ fn ctrl_c_during_checkpoints_leaves_only_whole_committed_files() {
     }
 }
 
-/// A changelog source (`debezium-json` files: inserts, updates, deletes) into a
-/// changelog sink, crashed at failpoints of checkpointing and committing and restored:
+/// A changelog source (`debezium-json` files: inserts, updates, deletes) into changelog
+/// sinks (`debezium-json` and `canal-json`), crashed at failpoints of checkpointing and committing and restored:
 /// the committed changes are those of an undisturbed run, none lost, none twice.
 #[test]
 fn changelog_source_is_exactly_once_at_failpoints() {
@@ -391,9 +391,13 @@ fn changelog_source_is_exactly_once_at_failpoints() {
              'path' = '{}', 'format' = 'debezium-json');\n\
              CREATE TABLE dst (id BIGINT, v BIGINT) WITH ('connector' = 'filesystem', \
              'path' = '{}', 'format' = 'debezium-json');\n\
-             INSERT INTO dst SELECT id, v * 2 FROM src WHERE v <> 7;",
+             CREATE TABLE canal (id BIGINT, v BIGINT) WITH ('connector' = 'filesystem', \
+             'path' = '{}', 'format' = 'canal-json');\n\
+             INSERT INTO dst SELECT id, v * 2 FROM src WHERE v <> 7;\n\
+             INSERT INTO canal SELECT id, v FROM src WHERE v <> 7;",
             input.display(),
-            out.display()
+            out.display(),
+            out.with_extension("canal").display()
         )
     };
     let reference = tmp.path().join("reference");
@@ -402,6 +406,13 @@ fn changelog_source_is_exactly_once_at_failpoints() {
     let mut expected = committed_lines(&reference);
     expected.sort();
     assert!(expected.iter().any(|l| l.contains("\"op\":\"d\"")));
+    let mut expected_canal = committed_lines(&reference.with_extension("canal"));
+    expected_canal.sort();
+    assert!(
+        expected_canal
+            .iter()
+            .any(|l| l.contains("\"type\":\"DELETE\""))
+    );
     for point in [
         "after-task-state=3",
         "after-metadata=1",
@@ -429,6 +440,9 @@ fn changelog_source_is_exactly_once_at_failpoints() {
         let mut got = committed_lines(&out);
         got.sort();
         assert_same_rows(got, &expected, point);
+        let mut got = committed_lines(&out.with_extension("canal"));
+        got.sort();
+        assert_same_rows(got, &expected_canal, point);
     }
 }
 

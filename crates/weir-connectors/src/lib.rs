@@ -147,7 +147,7 @@ pub fn check_overwrite(options: &ConnectorOptions) -> Result<()> {
 /// Checks that a table can take the rows of a query: `updates` names the operator that
 /// makes the query's result an updating one (a changelog with `-U`/`+U`/`-D` rows), if any,
 /// and only `print`, `blackhole`, `upsert-kafka`, and files and Kafka topics in
-/// `debezium-json` can take updates.
+/// `debezium-json` or `canal-json` can take updates.
 pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Result<()> {
     let (name, ..) = lookup(options)?;
     let Some(producer) = updates else {
@@ -170,7 +170,7 @@ pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Res
     Err(Error::plan(format!(
         "table '{}' (connector '{name}'{format}) can only take appended rows, but the query \
          updates rows it has already written ({producer} produces -U/+U/-D changes); write to a \
-         table with 'format' = 'debezium-json', to an 'upsert-kafka' table or to \
+         table with 'format' = 'debezium-json' or 'canal-json', to an 'upsert-kafka' table or to \
          'print'/'blackhole', or use a window aggregate",
         options.table
     )))

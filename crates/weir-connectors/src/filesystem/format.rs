@@ -246,7 +246,7 @@ impl Format {
 
     /// Whether files of this format can hold updates (`-U`, `+U`, `-D` rows).
     pub fn takes_changelog(&self) -> bool {
-        matches!(self, Format::DebeziumJson(_))
+        matches!(self, Format::DebeziumJson(_) | Format::CanalJson(_))
     }
 
     /// Whether decoded rows are a changelog (the CDC formats: each carries its change).
@@ -748,19 +748,15 @@ impl PartEncoder {
             Format::Avro(o) => {
                 PartEncoder::Avro(super::avro::AvroLayout::new(schema)?.file_writer(o)?)
             }
-            Format::Json(_) | Format::DebeziumJson(_) => PartEncoder::Text {
+            Format::Json(_) | Format::DebeziumJson(_) | Format::CanalJson(_) => PartEncoder::Text {
                 format: format.clone(),
                 out: Vec::new(),
             },
-            Format::CanalJson(_) | Format::MaxwellJson(_) => {
-                return Err(Error::config(format!(
-                    "format '{}' can only be read; write changelogs as 'debezium-json'",
-                    if matches!(format, Format::CanalJson(_)) {
-                        "canal-json"
-                    } else {
-                        "maxwell-json"
-                    }
-                )));
+            Format::MaxwellJson(_) => {
+                return Err(Error::config(
+                    "format 'maxwell-json' can only be read; write changelogs as \
+                     'debezium-json' or 'canal-json'",
+                ));
             }
         })
     }
@@ -782,10 +778,8 @@ impl PartEncoder {
                 Format::Raw => raw_lines(batch, out),
                 Format::Json(o) => text::json_lines(batch, &o.text, out)?,
                 Format::DebeziumJson(o) => text::json_lines(&debezium(batch)?, &o.text, out)?,
-                Format::Parquet
-                | Format::Avro(_)
-                | Format::CanalJson(_)
-                | Format::MaxwellJson(_) => {
+                Format::CanalJson(o) => text::json_lines(&canal(batch)?, &o.text, out)?,
+                Format::Parquet | Format::Avro(_) | Format::MaxwellJson(_) => {
                     unreachable!("no text encoder is made for these")
                 }
             },
@@ -813,6 +807,41 @@ impl PartEncoder {
             PartEncoder::Text { out, .. } => out,
         })
     }
+}
+
+/// Re-shapes a (changelog) batch as Canal messages, as Flink's `canal-json` writes them:
+/// `data` holds the row alone, `type` is `INSERT` (`+I`, `+U`) or `DELETE` (`-U`, `-D`).
+fn canal(batch: &RecordBatch) -> Result<RecordBatch> {
+    use arrow::array::{ArrayRef, ListArray, StringArray, StructArray};
+    use arrow::buffer::OffsetBuffer;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let (data, ops) = weir_common::changelog::split(batch);
+    let rows = data.num_rows();
+    let fields = data.schema().fields().clone();
+    let row = Arc::new(Field::new(
+        "element",
+        DataType::Struct(fields.clone()),
+        true,
+    ));
+    let values = StructArray::try_new(fields, data.columns().to_vec(), None)?;
+    let list: ArrayRef = Arc::new(ListArray::try_new(
+        row.clone(),
+        OffsetBuffer::from_lengths(std::iter::repeat_n(1, rows)),
+        Arc::new(values),
+        None,
+    )?);
+    let kind: ArrayRef = Arc::new(StringArray::from_iter_values((0..rows).map(|i| {
+        match weir_common::changelog::kind_at(ops.as_ref(), i).is_retraction() {
+            true => "DELETE",
+            false => "INSERT",
+        }
+    })));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("data", DataType::List(row), false),
+        Field::new("type", DataType::Utf8, false),
+    ]));
+    Ok(RecordBatch::try_new(schema, vec![list, kind])?)
 }
 
 /// Re-shapes a (changelog) batch as Debezium envelopes: `before` holds retracted rows,

@@ -53,11 +53,13 @@ pub const SINK_OPTIONS: &[&str] = &[
     "raw.#",
     "avro.#",
     "debezium-json.#",
+    "canal-json.#",
     "value.json.#",
     "value.csv.#",
     "value.raw.#",
     "value.avro.#",
     "value.debezium-json.#",
+    "value.canal-json.#",
 ];
 
 /// The options of an `upsert-kafka` table written: the key is the primary key, placed by
@@ -181,7 +183,7 @@ impl KafkaSinkFactory {
         };
         let schema = crate::metadata::physical_schema(&schema, &metadata);
         let layout = super::keys::layout(options, &schema, primary_key)?;
-        // Checks that the formats can be written (canal/maxwell cannot).
+        // Checks that the formats can be written (maxwell-json cannot).
         PartEncoder::new(&format, &layout.value_schema)?;
         if let Some(key) = &layout.key {
             PartEncoder::new(&key.format, &key.schema)?;

@@ -482,16 +482,9 @@ fn at_least_once_sink_loses_nothing_under_sigkill() {
     let kills = crate::crash::kill_until_done(&args, &[], 6, 11);
     assert!(kills >= 6, "only {kills} kills");
     let expected: Vec<i64> = (1..=rows).collect();
+    // At least once: duplicates allowed, every id there.
     let ids = |values: Vec<String>| -> Vec<i64> {
-        let mut ids: Vec<i64> = values
-            .iter()
-            .map(|v| {
-                let row: serde_json::Value = serde_json::from_str(v).unwrap();
-                assert_eq!(row["tag"], format!("x{}", row["id"]), "{v}");
-                row["id"].as_i64().unwrap()
-            })
-            .collect();
-        ids.sort();
+        let mut ids = tagged_ids(&values);
         ids.dedup();
         ids
     };

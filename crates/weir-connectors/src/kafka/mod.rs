@@ -11,6 +11,31 @@
 //! checkpoints: a restore resumes every partition exactly where the checkpoint was taken,
 //! at any parallelism.
 
+/// The options every Kafka table takes, read or written, with `kafka` or `upsert-kafka`
+/// (the topic, client properties, key and value formats), then `$extra`.
+macro_rules! kafka_options {
+    ($($extra:literal),* $(,)?) => {
+        &[
+            "connector",
+            "topic",
+            "properties.#",
+            "value.format",
+            "value.fields-include",
+            "key.format",
+            "key.fields-prefix",
+            "key.json.#",
+            "key.csv.#",
+            "key.raw.#",
+            "key.avro.#",
+            "value.json.#",
+            "value.csv.#",
+            "value.raw.#",
+            "value.avro.#",
+            $($extra),*
+        ]
+    };
+}
+
 mod decode;
 mod keys;
 mod positions;
@@ -55,21 +80,10 @@ const FORMATS: &[&str] = &[
     "maxwell-json",
 ];
 
-pub const SOURCE_OPTIONS: &[&str] = &[
-    "connector",
-    "topic",
+pub const SOURCE_OPTIONS: &[&str] = kafka_options!(
     "topic-pattern",
-    "properties.#",
     "format",
-    "value.format",
-    "value.fields-include",
-    "key.format",
     "key.fields",
-    "key.fields-prefix",
-    "key.json.#",
-    "key.csv.#",
-    "key.raw.#",
-    "key.avro.#",
     "scan.startup.mode",
     "scan.startup.timestamp-millis",
     "scan.startup.specific-offsets",
@@ -85,39 +99,20 @@ pub const SOURCE_OPTIONS: &[&str] = &[
     "debezium-json.#",
     "canal-json.#",
     "maxwell-json.#",
-    "value.json.#",
-    "value.csv.#",
-    "value.raw.#",
-    "value.avro.#",
     "value.debezium-json.#",
     "value.canal-json.#",
     "value.maxwell-json.#",
-];
+);
 
 /// The options of an `upsert-kafka` table read: the key is the primary key and the whole
 /// topic is read (no startup mode, no `key.fields`).
-pub const UPSERT_SOURCE_OPTIONS: &[&str] = &[
-    "connector",
-    "topic",
+pub const UPSERT_SOURCE_OPTIONS: &[&str] = kafka_options!(
     "topic-pattern",
-    "properties.#",
-    "key.format",
-    "key.fields-prefix",
-    "value.format",
-    "value.fields-include",
     "scan.bounded.mode",
     "scan.bounded.timestamp-millis",
     "scan.bounded.specific-offsets",
     "scan.topic-partition-discovery.interval",
-    "key.json.#",
-    "key.csv.#",
-    "key.raw.#",
-    "key.avro.#",
-    "value.json.#",
-    "value.csv.#",
-    "value.raw.#",
-    "value.avro.#",
-];
+);
 
 /// The value formats of `upsert-kafka`: a value is a whole row (or nothing, a delete).
 const UPSERT_VALUE_FORMATS: &[&str] = &["json", "csv", "raw", "avro"];

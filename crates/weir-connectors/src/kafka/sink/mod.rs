@@ -31,20 +31,9 @@ use std::time::Duration;
 use weir_common::{ConnectorOptions, Error, Result};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
 
-pub const SINK_OPTIONS: &[&str] = &[
-    "connector",
-    "topic",
-    "properties.#",
+pub const SINK_OPTIONS: &[&str] = kafka_options!(
     "format",
-    "value.format",
-    "value.fields-include",
-    "key.format",
     "key.fields",
-    "key.fields-prefix",
-    "key.json.#",
-    "key.csv.#",
-    "key.raw.#",
-    "key.avro.#",
     "sink.delivery-guarantee",
     "sink.partitioner",
     "sink.transactional-id-prefix",
@@ -54,35 +43,14 @@ pub const SINK_OPTIONS: &[&str] = &[
     "avro.#",
     "debezium-json.#",
     "canal-json.#",
-    "value.json.#",
-    "value.csv.#",
-    "value.raw.#",
-    "value.avro.#",
     "value.debezium-json.#",
     "value.canal-json.#",
-];
+);
 
 /// The options of an `upsert-kafka` table written: the key is the primary key, placed by
 /// its hash.
-pub const UPSERT_SINK_OPTIONS: &[&str] = &[
-    "connector",
-    "topic",
-    "properties.#",
-    "key.format",
-    "key.fields-prefix",
-    "value.format",
-    "value.fields-include",
-    "sink.delivery-guarantee",
-    "sink.transactional-id-prefix",
-    "key.json.#",
-    "key.csv.#",
-    "key.raw.#",
-    "key.avro.#",
-    "value.json.#",
-    "value.csv.#",
-    "value.raw.#",
-    "value.avro.#",
-];
+pub const UPSERT_SINK_OPTIONS: &[&str] =
+    kafka_options!("sink.delivery-guarantee", "sink.transactional-id-prefix");
 
 /// The metadata a Kafka sink writes (non-`VIRTUAL` metadata columns): the message's
 /// timestamp and headers, as in Flink.

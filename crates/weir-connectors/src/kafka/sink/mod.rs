@@ -232,6 +232,7 @@ impl OperatorFactory for KafkaSinkFactory {
                     brokers: self.brokers.clone(),
                     config: self.config.clone(),
                     prefix: prefix.clone(),
+                    groups: Default::default(),
                 },
                 self.messages(task)?,
                 task.clone(),

@@ -32,13 +32,13 @@ use crate::kafka::{KafkaConsumer, Quiet};
 use arrow::array::RecordBatch;
 use async_trait::async_trait;
 use bytes::Bytes;
-use rdkafka::consumer::Consumer;
+use rdkafka::consumer::{Consumer, ConsumerGroupMetadata};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::json;
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
 use weir_runtime::{Operator, OperatorState, Output, StateDistribution, TaskInfo};
@@ -87,6 +87,9 @@ pub(super) struct Transactions {
     pub brokers: String,
     pub config: ClientConfig,
     pub prefix: String,
+    /// The metadata of each marker group used so far (a subtask commits to the same
+    /// group at every checkpoint: its consumer is created once, not per commit).
+    pub groups: Mutex<HashMap<String, Arc<ConsumerGroupMetadata>>>,
 }
 
 impl Transactions {
@@ -139,6 +142,22 @@ impl Transactions {
         })
     }
 
+    /// The metadata `send_offsets_to_transaction` needs for `group`.
+    fn group_metadata(&self, group: &str) -> Result<Arc<ConsumerGroupMetadata>> {
+        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(metadata) = groups.get(group) {
+            return Ok(metadata.clone());
+        }
+        let metadata = self.consumer(group)?.group_metadata().ok_or_else(|| {
+            Error::internal(format!(
+                "the Kafka consumer group '{group}' has no metadata"
+            ))
+        })?;
+        let metadata = Arc::new(metadata);
+        groups.insert(group.to_string(), metadata.clone());
+        Ok(metadata)
+    }
+
     /// The last checkpoint `attempt`'s subtask `subtask` committed (its marker).
     async fn committed(self: &Arc<Self>, subtask: usize, attempt: &str) -> Result<Option<u64>> {
         let group = self.marker_group(subtask, attempt);
@@ -182,8 +201,7 @@ impl Transactions {
         checkpoint: u64,
         data: Bytes,
     ) -> Result<()> {
-        let group = self.marker_group(subtask, attempt);
-        let consumer = self.consumer(&group)?;
+        let group = self.group_metadata(&self.marker_group(subtask, attempt))?;
         let (producer, failed, this) = (producer.clone(), failed.clone(), self.clone());
         blocking(move || {
             let write = || -> std::result::Result<(), String> {
@@ -197,9 +215,6 @@ impl Transactions {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 }
-                let group = consumer
-                    .group_metadata()
-                    .ok_or("the consumer group has no metadata")?;
                 // Every message stored by the broker (still invisible) before the commit.
                 producer.flush(TRANSACTION_TIMEOUT).map_err(fail)?;
                 let mut marker = TopicPartitionList::new();
@@ -207,7 +222,7 @@ impl Transactions {
                     .add_partition_offset(&this.topic, 0, Offset::Offset(checkpoint as i64))
                     .map_err(fail)?;
                 producer
-                    .send_offsets_to_transaction(&marker, &group, TRANSACTION_TIMEOUT)
+                    .send_offsets_to_transaction(&marker, group.as_ref(), TRANSACTION_TIMEOUT)
                     .map_err(fail)?;
                 weir_common::failpoint("commit-before-publish");
                 producer

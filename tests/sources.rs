@@ -360,7 +360,7 @@ fn tables_declared_like_another_take_its_columns_and_options() {
     }
     // SHOW CREATE TABLE prints the merged definition.
     for part in [
-        "CREATE TABLE `fewer` (",
+        "CREATE TABLE `default_catalog`.`default_database`.`fewer` (",
         "`tag` STRING",
         "WATERMARK FOR `ts` AS ts - INTERVAL '1' SECOND",
         "'connector' = 'datagen'",

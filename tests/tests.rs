@@ -3,6 +3,7 @@
 
 mod avro;
 mod batch;
+mod catalogs;
 mod common;
 mod crash;
 mod errors;

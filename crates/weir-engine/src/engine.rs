@@ -5,7 +5,6 @@ use crate::compile::compile_into;
 use std::collections::HashMap;
 use weir_common::{Config, Error, Result, RuntimeMode};
 use weir_runtime::{JobGraph, JobHandle, JobOptions, RestoreFrom};
-use weir_sql::types::sql_name;
 use weir_sql::{Located, Planner, StreamPlan, WeirStatement, parse_script};
 
 /// What executing one statement produced.
@@ -44,7 +43,11 @@ fn fingerprint(plans: &[StreamPlan]) -> u64 {
             if let weir_sql::PlanNode::Scan { table, .. } | weir_sql::PlanNode::Sink { table, .. } =
                 node
             {
-                h.write(table.ddl.to_string().as_bytes());
+                // The DDL under the table's stable name (the bare name in the default
+                // catalog and database, as before catalogs existed).
+                let mut ddl = (*table.ddl).clone();
+                ddl.name = weir_sql::catalog::quote_identifier(&table.name);
+                h.write(ddl.to_string().as_bytes());
             }
         }
     }
@@ -53,12 +56,14 @@ fn fingerprint(plans: &[StreamPlan]) -> u64 {
 
 /// A SQL session.
 pub struct Engine {
-    planner: Planner,
+    pub(crate) planner: Planner,
     config: Config,
     /// `CREATE FUNCTION` names → the registered function each is bound to.
     pub(crate) bound: std::collections::BTreeMap<String, String>,
     /// Names of the functions the program registered ([`Engine::register_udf`]).
     pub(crate) registered: std::collections::BTreeSet<String>,
+    /// The files of the persistent catalogs, by catalog name.
+    pub(crate) stores: std::collections::BTreeMap<String, crate::catalog_store::CatalogStore>,
 }
 
 impl Default for Engine {
@@ -78,6 +83,7 @@ impl Engine {
             config,
             bound: Default::default(),
             registered: Default::default(),
+            stores: Default::default(),
         }
     }
 
@@ -140,7 +146,10 @@ impl Engine {
                     &ct.primary_key,
                 )?;
                 Ok(match self.planner.create_table(ct).await? {
-                    Some(_) => Outcome::Done(format!("table '{}' created", ct.name)),
+                    Some(def) => {
+                        self.persist_table(&def, ct.temporary).await?;
+                        Outcome::Done(format!("table '{}' created", ct.name))
+                    }
                     None => Outcome::Done(format!("table '{}' already exists", ct.name)),
                 })
             }
@@ -178,29 +187,40 @@ impl Engine {
                 let outcome = Box::pin(self.execute_statement(&insert)).await;
                 if outcome.is_err() {
                     // Leave the catalog as it was.
-                    let _ = self.planner.drop_table(&name, true);
+                    if let Ok(Some(path)) = self.planner.drop_table(&name, true) {
+                        let _ = self.unpersist(&path).await;
+                    }
                 }
                 outcome
             }
             WeirStatement::CreateView {
                 name,
+                temporary,
                 or_replace,
                 query,
                 sql,
             } => {
-                self.planner
+                let existed = self.planner.catalogs.view(name).is_some();
+                let path = self
+                    .planner
                     .create_view(name, *or_replace, query, sql)
                     .await?;
+                self.persist_view(&path, *temporary, existed).await?;
                 Ok(Outcome::Done(format!("view '{name}' created")))
             }
             WeirStatement::DropTable { name, if_exists } => {
-                self.planner.drop_table(name, *if_exists)?;
+                if let Some(path) = self.planner.drop_table(name, *if_exists)? {
+                    self.unpersist(&path).await?;
+                }
                 Ok(Outcome::Done(format!("table '{name}' dropped")))
             }
             WeirStatement::DropView { name, if_exists } => {
-                self.planner.drop_view(name, *if_exists)?;
+                if let Some(path) = self.planner.drop_view(name, *if_exists)? {
+                    self.unpersist(&path).await?;
+                }
                 Ok(Outcome::Done(format!("view '{name}' dropped")))
             }
+            WeirStatement::Catalog(statement) => self.execute_catalog(statement).await,
             WeirStatement::CreateFunction {
                 name,
                 identifier,
@@ -232,26 +252,6 @@ impl Engine {
                     })
                     .collect(),
             }),
-            WeirStatement::ShowTables => Ok(Outcome::Table {
-                header: vec!["table name".into()],
-                rows: self
-                    .planner
-                    .catalog
-                    .tables
-                    .keys()
-                    .map(|k| vec![k.clone()])
-                    .collect(),
-            }),
-            WeirStatement::ShowViews => Ok(Outcome::Table {
-                header: vec!["view name".into()],
-                rows: self
-                    .planner
-                    .catalog
-                    .views
-                    .keys()
-                    .map(|k| vec![k.clone()])
-                    .collect(),
-            }),
             WeirStatement::ShowFunctions => {
                 let state = self.planner.session().state();
                 let mut names: Vec<String> = state
@@ -274,50 +274,8 @@ impl Engine {
                     rows: names.into_iter().map(|n| vec![n]).collect(),
                 })
             }
-            WeirStatement::ShowCreateTable { name } => {
-                let table = self.planner.catalog.tables.get(name).ok_or_else(|| {
-                    Error::plan(format!("SHOW CREATE TABLE: no table named '{name}'"))
-                })?;
-                Ok(Outcome::Explain(format!("{};", table.ddl)))
-            }
-            WeirStatement::Describe { name } => {
-                let schema = if let Some(t) = self.planner.catalog.tables.get(name) {
-                    t.schema.clone()
-                } else if let Some(v) = self.planner.catalog.views.get(name) {
-                    v.schema.clone()
-                } else {
-                    return Err(Error::plan(format!("no table or view named '{name}'")));
-                };
-                let wm = self
-                    .planner
-                    .catalog
-                    .tables
-                    .get(name)
-                    .and_then(|t| t.ddl.watermark.clone());
-                Ok(Outcome::Table {
-                    header: vec![
-                        "name".into(),
-                        "type".into(),
-                        "null".into(),
-                        "watermark".into(),
-                    ],
-                    rows: schema
-                        .fields()
-                        .iter()
-                        .map(|f| {
-                            vec![
-                                f.name().clone(),
-                                sql_name(f.data_type()),
-                                f.is_nullable().to_string().to_uppercase(),
-                                wm.as_ref()
-                                    .filter(|(c, _)| c == f.name())
-                                    .map(|(_, e)| e.to_string())
-                                    .unwrap_or_default(),
-                            ]
-                        })
-                        .collect(),
-                })
-            }
+            WeirStatement::ShowCreateTable { name } => self.show_create_table(name),
+            WeirStatement::Describe { name } => self.describe(name, None),
             WeirStatement::Insert {
                 table,
                 columns,
@@ -468,6 +426,7 @@ impl Engine {
             .collect(),
             like: None,
             location: weir_common::SqlLocation { line: 1, column: 1 },
+            temporary: true,
         };
         self.planner.create_table(&table).await?;
         Ok(())
@@ -547,12 +506,12 @@ impl Engine {
         let mut tables = Vec::new();
         logical.apply(|node| {
             if let datafusion::logical_expr::LogicalPlan::TableScan(scan) = node {
-                tables.push(scan.table_name.table().to_string());
+                tables.extend(weir_sql::planner::table_of_scan(scan));
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
-        for name in tables {
-            if let Some(t) = self.planner.catalog.tables.get(&name) {
+        for t in tables {
+            {
                 let source = weir_connectors::create_source(
                     &t.options,
                     t.physical_schema.clone(),

@@ -7,6 +7,8 @@
 //! `weir-connectors` (I/O) — which do not know each other.
 
 pub mod batch;
+mod catalog_statements;
+mod catalog_store;
 pub mod compile;
 pub mod engine;
 mod function_ddl;

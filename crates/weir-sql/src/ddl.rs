@@ -133,26 +133,6 @@ const NOT_YET: &[(&[&str], &str)] = &[
         "table functions (LATERAL TABLE(…)) are not supported yet",
     ),
     (&["TABLESAMPLE"], "TABLESAMPLE is not supported"),
-    (
-        &["CREATE", "CATALOG"],
-        "CREATE CATALOG is not supported yet (one in-memory catalog)",
-    ),
-    (
-        &["CREATE", "DATABASE"],
-        "CREATE DATABASE is not supported yet (one in-memory catalog)",
-    ),
-    (
-        &["USE"],
-        "USE is not supported yet (one catalog, one database)",
-    ),
-    (
-        &["ALTER", "TABLE"],
-        "ALTER TABLE is not supported yet; drop and create the table",
-    ),
-    (
-        &["ALTER", "VIEW"],
-        "ALTER VIEW is not supported yet; use CREATE OR REPLACE VIEW",
-    ),
     (&["ANALYZE", "TABLE"], "ANALYZE TABLE is not supported"),
     (&["TRUNCATE", "TABLE"], "TRUNCATE TABLE is not supported"),
     (
@@ -188,7 +168,7 @@ pub fn feature_error(statement: &str, start: Location) -> Option<ParserError> {
             // Statement-level patterns only count at the statement's start.
             let statement_level = matches!(
                 pattern[0],
-                "CREATE" | "USE" | "ALTER" | "ANALYZE" | "TRUNCATE" | "DELETE" | "UPDATE" | "CALL"
+                "ANALYZE" | "TRUNCATE" | "DELETE" | "UPDATE" | "CALL"
             );
             if matches && (!statement_level || i == 0) {
                 let l = t.span.start;

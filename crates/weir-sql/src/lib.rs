@@ -6,6 +6,7 @@
 //! plain data (table definitions, DataFusion physical expressions, node kinds).
 
 pub mod catalog;
+pub mod catalog_ddl;
 pub mod ddl;
 pub mod dialect;
 mod dialect_functions;
@@ -23,7 +24,7 @@ pub mod planner;
 pub mod types;
 mod window_forms;
 
-pub use catalog::{Catalog, TableDef, ViewDef};
+pub use catalog::{CatalogManager, ObjectPath, TableDef, ViewDef};
 pub use parser::{Located, WeirStatement, parse_script};
 pub use plan::{AggregateSpec, CalcStep, JoinKind, PlanNode, StreamPlan};
 pub use planner::{BatchScan, Planner, computed_physical};

@@ -43,6 +43,8 @@ pub struct CreateTable {
     /// `LIKE other [(…)]`: what to take from another table.
     pub like: Option<LikeClause>,
     pub location: SqlLocation,
+    /// `CREATE TEMPORARY TABLE`: kept in the session only, also in a persistent catalog.
+    pub temporary: bool,
 }
 
 impl CreateTable {
@@ -84,6 +86,23 @@ impl std::fmt::Display for CreateTable {
     /// The statement in Flink's syntax (without a `LIKE` clause, which has been resolved),
     /// sensitive option values masked as Flink masks them.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.write_sql(f, true)
+    }
+}
+
+impl CreateTable {
+    /// The statement with every option value as it is (for a persistent catalog).
+    pub fn unmasked_sql(&self) -> String {
+        struct Unmasked<'a>(&'a CreateTable);
+        impl std::fmt::Display for Unmasked<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.write_sql(f, false)
+            }
+        }
+        Unmasked(self).to_string()
+    }
+
+    fn write_sql(&self, f: &mut std::fmt::Formatter<'_>, mask: bool) -> std::fmt::Result {
         let quote = |s: &str| format!("`{}`", s.replace('`', "``"));
         let text = |s: &str| format!("'{}'", s.replace('\'', "''"));
         let mut items: Vec<String> = self
@@ -114,10 +133,14 @@ impl std::fmt::Display for CreateTable {
             let keys: Vec<String> = self.primary_key.iter().map(|k| quote(k)).collect();
             items.push(format!("PRIMARY KEY ({}) NOT ENFORCED", keys.join(", ")));
         }
+        let name: Vec<String> = crate::catalog::split_name(&self.name)
+            .iter()
+            .map(|p| quote(p))
+            .collect();
         write!(
             f,
             "CREATE TABLE {} (\n  {}\n)",
-            quote(&self.name),
+            name.join("."),
             items.join(",\n  ")
         )?;
         if !self.partitioned_by.is_empty() {
@@ -128,7 +151,11 @@ impl std::fmt::Display for CreateTable {
             .options
             .iter()
             .map(|(k, v)| {
-                let v = weir_common::redact::display_value(k, v);
+                let v = if mask {
+                    weir_common::redact::display_value(k, v)
+                } else {
+                    v.as_str()
+                };
                 format!("{} = {}", text(k), text(v))
             })
             .collect();
@@ -191,6 +218,8 @@ pub enum WeirStatement {
     },
     CreateView {
         name: String,
+        /// `CREATE TEMPORARY VIEW`: kept in the session only, also in a persistent catalog.
+        temporary: bool,
         or_replace: bool,
         query: Box<Query>,
         sql: String,
@@ -234,8 +263,8 @@ pub enum WeirStatement {
     Reset {
         key: Option<String>,
     },
-    ShowTables,
-    ShowViews,
+    /// Catalogs, databases, `SHOW TABLES/VIEWS/COLUMNS …`, `ALTER TABLE/VIEW`.
+    Catalog(crate::catalog_ddl::CatalogStatement),
     /// `SHOW FUNCTIONS`.
     ShowFunctions,
     /// `SHOW CREATE TABLE t`: the table's DDL, with any `LIKE` resolved.
@@ -288,13 +317,21 @@ pub(crate) fn eat_words(p: &mut Parser, words: &[&str]) -> bool {
     }
 }
 
-fn object_name(name: &ObjectName) -> String {
+/// A (possibly compound) name as one string: parts joined by `.`, a part that holds `.`
+/// or `` ` `` quoted with backticks (`catalog::split_name` takes it apart again).
+pub(crate) fn object_name(name: &ObjectName) -> String {
     name.0
         .iter()
         .map(|p| {
-            p.as_ident()
+            let part = p
+                .as_ident()
                 .map(|i| i.value.clone())
-                .unwrap_or_else(|| p.to_string())
+                .unwrap_or_else(|| p.to_string());
+            if part.contains(['.', '`']) {
+                crate::catalog::quote_identifier(&part)
+            } else {
+                part
+            }
         })
         .collect::<Vec<_>>()
         .join(".")
@@ -343,6 +380,9 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
     if let Some(statement) = crate::ddl::parse(p) {
         return statement;
     }
+    if let Some(statement) = crate::catalog_ddl::parse(p, sql) {
+        return statement;
+    }
     // Flink's `EXECUTE INSERT …` is an INSERT.
     if word_is(&p.peek_token().token, "EXECUTE") && word_is(&p.peek_nth_token(1).token, "INSERT") {
         p.next_token();
@@ -355,15 +395,16 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
         if is_table {
             let loc = p.peek_token().span.start;
             p.next_token();
-            let _ = p.parse_keyword(Keyword::TEMPORARY);
+            let temporary = p.parse_keyword(Keyword::TEMPORARY);
             p.expect_keyword(Keyword::TABLE)?;
-            let table = parse_create_table(
+            let mut table = parse_create_table(
                 p,
                 SqlLocation {
                     line: loc.line,
                     column: loc.column,
                 },
             )?;
+            table.temporary = temporary;
             let at = |what: &str| {
                 ParserError::ParserError(format!(
                     "CREATE TABLE '{}': {what} at Line: {}, Column: {}",
@@ -415,11 +456,6 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             key: Some(parse_key(p)?),
         });
     }
-    if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "TABLES") {
-        p.next_token();
-        p.next_token();
-        return Ok(WeirStatement::ShowTables);
-    }
     if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "JOBS") {
         p.next_token();
         p.next_token();
@@ -456,11 +492,6 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
         p.next_token();
         p.next_token();
         return Ok(WeirStatement::ShowFunctions);
-    }
-    if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "VIEWS") {
-        p.next_token();
-        p.next_token();
-        return Ok(WeirStatement::ShowViews);
     }
     if word_is(&tok, "DESCRIBE") || word_is(&tok, "DESC") {
         p.next_token();
@@ -564,6 +595,7 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             let text = statement_text(sql, start.line, start.column);
             WeirStatement::CreateView {
                 name: object_name(&v.name),
+                temporary: v.temporary,
                 or_replace: v.or_replace,
                 query: v.query,
                 sql: text,
@@ -668,7 +700,7 @@ fn statement_text(sql: &str, line: u64, column: u64) -> String {
 }
 
 /// A SET key or value: a quoted string, or bare words joined by dots.
-fn parse_key(p: &mut Parser) -> Result<String, ParserError> {
+pub(crate) fn parse_key(p: &mut Parser) -> Result<String, ParserError> {
     let tok = p.next_token();
     match tok.token {
         Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Ok(s),
@@ -698,81 +730,12 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
         options: BTreeMap::new(),
         like: None,
         location,
+        temporary: false,
     };
     // No column list: CREATE TABLE … AS SELECT.
     let mut columns_open = p.consume_token(&Token::LParen);
     while columns_open {
-        let tok = p.peek_token().token;
-        if word_is(&tok, "WATERMARK") {
-            p.next_token();
-            p.expect_keyword(Keyword::FOR)?;
-            let column = p.parse_identifier()?.value;
-            p.expect_keyword(Keyword::AS)?;
-            let expr = p.parse_expr()?;
-            table.watermark = Some((column, expr));
-        } else if word_is(&tok, "PRIMARY") || word_is(&tok, "CONSTRAINT") {
-            if p.parse_keyword(Keyword::CONSTRAINT) {
-                p.parse_identifier()?;
-            }
-            p.expect_keywords(&[Keyword::PRIMARY, Keyword::KEY])?;
-            table.primary_key = p
-                .parse_parenthesized_column_list(sqlparser::parser::IsOptional::Mandatory, false)?
-                .into_iter()
-                .map(|i| i.value)
-                .collect();
-            let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
-        } else {
-            let at = p.peek_token().span.start;
-            let name = p.parse_identifier()?.value;
-            if table.columns.iter().any(|c| c.name() == name) {
-                return Err(ParserError::ParserError(format!(
-                    "table '{}' declares column '{name}' twice{at}",
-                    table.name
-                )));
-            }
-            if p.parse_keyword(Keyword::AS) {
-                let expr = Box::new(p.parse_expr()?);
-                table
-                    .columns
-                    .push(ColumnOrComputed::Computed { name, expr });
-            } else {
-                let mut pending_gt = 0;
-                let data_type = parse_type(p, &mut pending_gt)?;
-                let mut nullable = true;
-                let mut metadata = None;
-                loop {
-                    if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
-                        nullable = false;
-                    } else if p.parse_keyword(Keyword::NULL) {
-                    } else if p.parse_keyword(Keyword::COMMENT) {
-                        p.parse_literal_string()?;
-                    } else if p.parse_keywords(&[Keyword::PRIMARY, Keyword::KEY]) {
-                        let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
-                        table.primary_key = vec![name.clone()];
-                    } else if word_is(&p.peek_token().token, "METADATA") {
-                        p.next_token();
-                        let key = if p.parse_keyword(Keyword::FROM) {
-                            p.parse_literal_string()?
-                        } else {
-                            name.clone()
-                        };
-                        let is_virtual = word_is(&p.peek_token().token, "VIRTUAL");
-                        if is_virtual {
-                            p.next_token();
-                        }
-                        metadata = Some(MetadataSpec { key, is_virtual });
-                    } else {
-                        break;
-                    }
-                }
-                table.columns.push(ColumnOrComputed::Column(ColumnSpec {
-                    name,
-                    data_type,
-                    nullable,
-                    metadata,
-                }));
-            }
-        }
+        parse_table_item(p, &mut table)?;
         if !p.consume_token(&Token::Comma) {
             p.expect_token(&Token::RParen)?;
             columns_open = false;
@@ -789,20 +752,7 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
             .collect();
     }
     if p.parse_keyword(Keyword::WITH) {
-        p.expect_token(&Token::LParen)?;
-        loop {
-            if p.consume_token(&Token::RParen) {
-                break;
-            }
-            let key = parse_key(p)?;
-            p.expect_token(&Token::Eq)?;
-            let value = parse_key(p)?;
-            table.options.insert(key, value);
-            if !p.consume_token(&Token::Comma) {
-                p.expect_token(&Token::RParen)?;
-                break;
-            }
-        }
+        table.options = parse_options(p)?;
     }
     if p.parse_keyword(Keyword::LIKE) {
         let source = object_name(&p.parse_object_name(false)?);
@@ -859,6 +809,103 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
         });
     }
     Ok(table)
+}
+
+/// One item of a `CREATE TABLE` column list (or of `ALTER TABLE … ADD`): a physical,
+/// metadata or computed column, the watermark or the primary key, added to `table`.
+pub(crate) fn parse_table_item(p: &mut Parser, table: &mut CreateTable) -> Result<(), ParserError> {
+    let tok = p.peek_token().token;
+    if word_is(&tok, "WATERMARK") {
+        p.next_token();
+        p.expect_keyword(Keyword::FOR)?;
+        let column = p.parse_identifier()?.value;
+        p.expect_keyword(Keyword::AS)?;
+        let expr = p.parse_expr()?;
+        table.watermark = Some((column, expr));
+    } else if word_is(&tok, "PRIMARY") || word_is(&tok, "CONSTRAINT") {
+        if p.parse_keyword(Keyword::CONSTRAINT) {
+            p.parse_identifier()?;
+        }
+        p.expect_keywords(&[Keyword::PRIMARY, Keyword::KEY])?;
+        table.primary_key = p
+            .parse_parenthesized_column_list(sqlparser::parser::IsOptional::Mandatory, false)?
+            .into_iter()
+            .map(|i| i.value)
+            .collect();
+        let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
+    } else {
+        let at = p.peek_token().span.start;
+        let name = p.parse_identifier()?.value;
+        if table.columns.iter().any(|c| c.name() == name) {
+            return Err(ParserError::ParserError(format!(
+                "table '{}' declares column '{name}' twice{at}",
+                table.name
+            )));
+        }
+        if p.parse_keyword(Keyword::AS) {
+            let expr = Box::new(p.parse_expr()?);
+            table
+                .columns
+                .push(ColumnOrComputed::Computed { name, expr });
+        } else {
+            let mut pending_gt = 0;
+            let data_type = parse_type(p, &mut pending_gt)?;
+            let mut nullable = true;
+            let mut metadata = None;
+            loop {
+                if p.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
+                    nullable = false;
+                } else if p.parse_keyword(Keyword::NULL) {
+                } else if p.parse_keyword(Keyword::COMMENT) {
+                    p.parse_literal_string()?;
+                } else if p.parse_keywords(&[Keyword::PRIMARY, Keyword::KEY]) {
+                    let _ = p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]);
+                    table.primary_key = vec![name.clone()];
+                } else if word_is(&p.peek_token().token, "METADATA") {
+                    p.next_token();
+                    let key = if p.parse_keyword(Keyword::FROM) {
+                        p.parse_literal_string()?
+                    } else {
+                        name.clone()
+                    };
+                    let is_virtual = word_is(&p.peek_token().token, "VIRTUAL");
+                    if is_virtual {
+                        p.next_token();
+                    }
+                    metadata = Some(MetadataSpec { key, is_virtual });
+                } else {
+                    break;
+                }
+            }
+            table.columns.push(ColumnOrComputed::Column(ColumnSpec {
+                name,
+                data_type,
+                nullable,
+                metadata,
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// `('key' = 'value', …)`, as after `WITH`.
+pub(crate) fn parse_options(p: &mut Parser) -> Result<BTreeMap<String, String>, ParserError> {
+    let mut options = BTreeMap::new();
+    p.expect_token(&Token::LParen)?;
+    loop {
+        if p.consume_token(&Token::RParen) {
+            break;
+        }
+        let key = parse_key(p)?;
+        p.expect_token(&Token::Eq)?;
+        let value = parse_key(p)?;
+        options.insert(key, value);
+        if !p.consume_token(&Token::Comma) {
+            p.expect_token(&Token::RParen)?;
+            break;
+        }
+    }
+    Ok(options)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! schema; DataFusion never executes them in streaming mode. Views are DataFusion views.
 //! Identifiers are case-sensitive, as in Flink.
 
-use crate::catalog::{Catalog, TableDef, ViewDef};
+use crate::catalog::{CatalogManager, ObjectPath, TableDef};
 use crate::parser::{ColumnOrComputed, CreateTable, WeirStatement, parse_script};
 use crate::plan::{CalcStep, PhysicalExprRef, PlanNode, StreamPlan};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -19,6 +19,9 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use sqlparser::ast::{Query, Statement};
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Error, Result};
+
+mod catalogs;
+use catalogs::reference;
 
 const PHYSICAL: &str = "__weir_physical";
 const FULL: &str = "__weir_full";
@@ -148,7 +151,9 @@ async fn native_parquet_scan(
 /// Holds the catalog and a DataFusion session configured for Flink SQL.
 pub struct Planner {
     ctx: SessionContext,
-    pub catalog: Catalog,
+    /// Catalogs, databases, tables and views. Change it through the planner's methods,
+    /// which keep DataFusion's catalogs in step.
+    pub catalogs: CatalogManager,
     batch: Option<Arc<dyn BatchScan>>,
 }
 
@@ -192,7 +197,10 @@ fn plan_error(e: datafusion::error::DataFusionError) -> Error {
 
 impl Planner {
     pub fn new() -> Self {
-        let mut config = SessionConfig::new();
+        let mut config = SessionConfig::new().with_default_catalog_and_schema(
+            crate::catalog::DEFAULT_CATALOG,
+            crate::catalog::DEFAULT_DATABASE,
+        );
         config.options_mut().sql_parser.enable_ident_normalization = false;
         // Flink: an exact numeric literal (`0.1`, `1.255`) is a DECIMAL, not a DOUBLE
         // (`0.1 + 0.2 = 0.3` holds; `CAST(1.255 AS DECIMAL(4, 2))` is 1.26).
@@ -213,7 +221,7 @@ impl Planner {
         }
         Self {
             ctx,
-            catalog: Catalog::default(),
+            catalogs: CatalogManager::default(),
             batch: None,
         }
     }
@@ -291,13 +299,25 @@ impl Planner {
         &self.ctx
     }
 
-    fn register(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
+    /// Registers a table (or view) with DataFusion at its path.
+    fn register(&self, path: &ObjectPath, provider: Arc<dyn TableProvider>) -> Result<()> {
+        self.ctx.register_table(reference(path), provider)?;
+        Ok(())
+    }
+
+    fn deregister(&self, path: &ObjectPath) {
+        let _ = self.ctx.deregister_table(reference(path));
+    }
+
+    /// Registers a helper table under a bare name in the current database, for planning
+    /// table definitions.
+    fn register_bare(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
         self.ctx
             .register_table(TableReference::bare(name.to_string()), provider)?;
         Ok(())
     }
 
-    fn deregister(&self, name: &str) {
+    fn deregister_bare(&self, name: &str) {
         let _ = self
             .ctx
             .deregister_table(TableReference::bare(name.to_string()));
@@ -342,7 +362,7 @@ impl Planner {
         let Some(like) = &ct.like else {
             return Ok(ct.clone());
         };
-        let source = self.catalog.tables.get(&like.table).ok_or_else(|| {
+        let source = self.catalogs.table(&like.table).ok_or_else(|| {
             Error::plan(format!(
                 "CREATE TABLE '{}' LIKE '{}': no such table",
                 ct.name, like.table
@@ -460,16 +480,40 @@ impl Planner {
         Ok(out)
     }
 
+    /// `CREATE TABLE`: `None` when it exists and `IF NOT EXISTS` says that is fine.
     pub async fn create_table(&mut self, ct: &CreateTable) -> Result<Option<Arc<TableDef>>> {
-        if self.catalog.exists(&ct.name) {
+        let path = self.catalogs.resolve(&ct.name)?;
+        self.catalogs.database(&path.catalog, &path.database)?;
+        if self.catalogs.exists(&path) {
             if ct.if_not_exists {
                 return Ok(None);
             }
             return Err(Error::sql(
-                format!("table or view '{}' already exists", ct.name),
+                format!("table or view '{path}' already exists"),
                 Some(ct.location),
             ));
         }
+        let def = self.table_def(ct, &path).await?;
+        self.add_table(&path, def.clone())?;
+        Ok(Some(def))
+    }
+
+    /// Adds a planned table at `path` (replacing what is there).
+    fn add_table(&mut self, path: &ObjectPath, def: Arc<TableDef>) -> Result<()> {
+        self.deregister(path);
+        self.register(
+            path,
+            Arc::new(StreamTableProvider {
+                schema: def.schema.clone(),
+                table: Some(def.clone()),
+                batch: self.batch.clone(),
+            }),
+        )?;
+        self.catalogs.insert_table(path, def)
+    }
+
+    /// Plans a table's definition (computed columns, watermark, options) for `path`.
+    async fn table_def(&self, ct: &CreateTable, path: &ObjectPath) -> Result<Arc<TableDef>> {
         let physical_schema = ct.physical_schema();
         let has_computed = ct
             .columns
@@ -484,7 +528,7 @@ impl Planner {
                     ColumnOrComputed::Computed { name, expr } => format!("({expr}) AS `{name}`"),
                 })
                 .collect();
-            self.register(
+            self.register_bare(
                 PHYSICAL,
                 Arc::new(StreamTableProvider {
                     schema: physical_schema.clone(),
@@ -495,7 +539,7 @@ impl Planner {
             let plan = self
                 .logical_of_text(&format!("SELECT {} FROM `{PHYSICAL}`", items.join(", ")))
                 .await;
-            self.deregister(PHYSICAL);
+            self.deregister_bare(PHYSICAL);
             let plan = plan.map_err(|e| {
                 Error::sql(
                     format!("in a computed column of table '{}': {e}", ct.name),
@@ -536,7 +580,7 @@ impl Planner {
                         Some(ct.location),
                     ));
                 }
-                self.register(
+                self.register_bare(
                     FULL,
                     Arc::new(StreamTableProvider {
                         schema: schema.clone(),
@@ -547,7 +591,7 @@ impl Planner {
                 let plan = self
                     .logical_of_text(&format!("SELECT {expr} FROM `{FULL}`"))
                     .await;
-                self.deregister(FULL);
+                self.deregister_bare(FULL);
                 let plan = plan.map_err(|e| {
                     Error::sql(
                         format!("in the WATERMARK of table '{}': {e}", ct.name),
@@ -608,83 +652,26 @@ impl Planner {
                 .cloned()
                 .collect::<Vec<_>>(),
         ));
-        let def = Arc::new(TableDef {
-            name: ct.name.clone(),
+        let mut ddl = ct.clone();
+        ddl.name = path.to_name();
+        ddl.if_not_exists = false;
+        ddl.like = None;
+        let name = path.stable_name();
+        Ok(Arc::new(TableDef {
+            options: ConnectorOptions::new(name.clone(), options),
+            name,
             metadata,
             sink_schema,
             physical_schema,
             schema: schema.clone(),
             computed,
             watermark,
-            options: ConnectorOptions::new(ct.name.clone(), options),
             partitioned_by: ct.partitioned_by.clone(),
             primary_key: ct.primary_key.clone(),
             scan_parallelism,
             sink_parallelism,
-            ddl: Arc::new(ct.clone()),
-        });
-        self.register(
-            &ct.name,
-            Arc::new(StreamTableProvider {
-                schema,
-                table: Some(def.clone()),
-                batch: self.batch.clone(),
-            }),
-        )?;
-        self.catalog.tables.insert(ct.name.clone(), def.clone());
-        Ok(Some(def))
-    }
-
-    /// `CREATE [OR REPLACE] VIEW`.
-    pub async fn create_view(
-        &mut self,
-        name: &str,
-        or_replace: bool,
-        query: &Query,
-        sql: &str,
-    ) -> Result<()> {
-        if self.catalog.tables.contains_key(name)
-            || (self.catalog.views.contains_key(name) && !or_replace)
-        {
-            return Err(Error::plan(format!(
-                "table or view '{name}' already exists"
-            )));
-        }
-        let plan = self.logical(query).await?;
-        let schema = Arc::new(plan.schema().as_arrow().clone());
-        self.deregister(name);
-        self.register(
-            name,
-            Arc::new(datafusion::catalog::view::ViewTable::new(
-                plan,
-                Some(sql.to_string()),
-            )),
-        )?;
-        self.catalog.views.insert(
-            name.to_string(),
-            ViewDef {
-                name: name.to_string(),
-                sql: sql.to_string(),
-                schema,
-            },
-        );
-        Ok(())
-    }
-
-    pub fn drop_table(&mut self, name: &str, if_exists: bool) -> Result<()> {
-        if self.catalog.tables.remove(name).is_none() && !if_exists {
-            return Err(Error::plan(format!("table '{name}' does not exist")));
-        }
-        self.deregister(name);
-        Ok(())
-    }
-
-    pub fn drop_view(&mut self, name: &str, if_exists: bool) -> Result<()> {
-        if self.catalog.views.remove(name).is_none() && !if_exists {
-            return Err(Error::plan(format!("view '{name}' does not exist")));
-        }
-        self.deregister(name);
-        Ok(())
+            ddl: Arc::new(ddl),
+        }))
     }
 
     /// Plans and optimizes a query with DataFusion.
@@ -709,10 +696,17 @@ impl Planner {
     /// `INSERT INTO table SELECT …`.
     /// The table an `INSERT INTO` writes.
     pub fn sink_table(&self, table: &str) -> Result<Arc<TableDef>> {
-        let def = self.catalog.tables.get(table).cloned().ok_or_else(|| {
-            let known: Vec<_> = self.catalog.tables.keys().cloned().collect();
+        let path = self.catalogs.resolve(table)?;
+        let def = self.catalogs.table_at(&path).ok_or_else(|| {
+            let known: Vec<_> = self
+                .catalogs
+                .database(&path.catalog, &path.database)
+                .map(|d| d.tables.keys().cloned().collect())
+                .unwrap_or_default();
             Error::plan(format!(
-                "INSERT INTO '{table}': no such table (tables: {})",
+                "INSERT INTO '{table}': no table '{path}' (tables of {}.{}: {})",
+                path.catalog,
+                path.database,
                 known.join(", ")
             ))
         })?;
@@ -915,16 +909,12 @@ impl Planner {
         let physical = |e: &Expr, schema: &DFSchema| physical_expr(&state, e, schema);
         match plan {
             LogicalPlan::TableScan(scan) => {
-                let provider = datafusion::datasource::source_as_provider(&scan.source)?;
-                let table = provider
-                    .downcast_ref::<StreamTableProvider>()
-                    .and_then(|p| p.table.clone())
-                    .ok_or_else(|| {
-                        Error::plan(format!(
-                            "'{}' cannot be read in streaming mode",
-                            scan.table_name
-                        ))
-                    })?;
+                let table = table_of_scan(scan).ok_or_else(|| {
+                    Error::plan(format!(
+                        "'{}' cannot be read in streaming mode",
+                        scan.table_name
+                    ))
+                })?;
                 if !scan.filters.is_empty() {
                     return Err(Error::internal("filters were pushed into a streaming scan"));
                 }
@@ -1663,6 +1653,14 @@ fn interval_expiry(
 
 /// The computed columns of `table` as physical expressions over its physical columns
 /// (producing its full schema), if it has any.
+/// The declared table a scan reads (`None` for tables registered otherwise).
+pub fn table_of_scan(scan: &datafusion::logical_expr::TableScan) -> Option<Arc<TableDef>> {
+    let provider = datafusion::datasource::source_as_provider(&scan.source).ok()?;
+    provider
+        .downcast_ref::<StreamTableProvider>()
+        .and_then(|p| p.table.clone())
+}
+
 pub fn computed_physical(table: &TableDef) -> Result<Option<Vec<PhysicalExprRef>>> {
     let Some(exprs) = &table.computed else {
         return Ok(None);

@@ -372,3 +372,76 @@ fn tables_declared_like_another_take_its_columns_and_options() {
     rows.retain(|l| l != "id");
     assert_eq!(rows, ["1", "2", "3", "4", "5"]);
 }
+
+/// `CURRENT_WATERMARK` as Flink documents it, to drop late rows: a second file arriving
+/// after the first one's rows moved the watermark loses its rows older than the watermark
+/// and keeps the newer ones.
+#[test]
+fn current_watermark_filters_late_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    let out = tmp.path().join("out");
+    let script = write_script(
+        tmp.path(),
+        "late.sql",
+        &render(
+            "
+CREATE TABLE events (id INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+WITH ('connector' = 'filesystem', 'path' = '${in}', 'format' = 'csv',
+      'source.monitor-interval' = '30 ms');
+CREATE TABLE on_time (id INT, wm TIMESTAMP(3))
+WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'csv');
+INSERT INTO on_time SELECT id, CURRENT_WATERMARK(ts) FROM events
+WHERE CURRENT_WATERMARK(ts) IS NULL OR ts > CURRENT_WATERMARK(ts);
+",
+            &[
+                ("in", input.to_str().unwrap()),
+                ("out", out.to_str().unwrap()),
+            ],
+        ),
+    );
+    let mut child = spawn(
+        &[
+            script.to_str().unwrap(),
+            "-p",
+            "1",
+            "--checkpoint-interval",
+            "50 ms",
+        ],
+        &[],
+    );
+    let drop = |name: &str, rows: &str| {
+        let tmp_file = input.join(format!(".{name}"));
+        std::fs::write(&tmp_file, rows).unwrap();
+        std::fs::rename(&tmp_file, input.join(name)).unwrap();
+    };
+    drop(
+        "1.csv",
+        "1,2024-01-01 10:00:00\n2,2024-01-01 10:00:05\n3,2024-01-01 10:00:10\n",
+    );
+    wait_for("the first file's rows", &mut child, || {
+        committed_lines(&out).len() == 3
+    });
+    // The watermark is now 10:00:08: rows 4 and 6 are late, 5 and 7 are not.
+    drop(
+        "2.csv",
+        "4,2024-01-01 10:00:07\n5,2024-01-01 10:00:09\n6,2024-01-01 10:00:01\n7,2024-01-01 10:00:30\n",
+    );
+    wait_for("the second file's on-time rows", &mut child, || {
+        committed_lines(&out).len() >= 5
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        committed_lines(&out),
+        [
+            "1,",
+            "2,",
+            "3,",
+            "5,\"2024-01-01 10:00:08\"",
+            "7,\"2024-01-01 10:00:08\"",
+        ]
+    );
+}

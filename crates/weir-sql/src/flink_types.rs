@@ -233,15 +233,45 @@ pub fn distinct_cast_names<V: VisitMut>(node: &mut V) {
     });
 }
 
-/// `CAST(x AS BYTES)` and `CAST(x AS VARBINARY)` (Flink's names) become
-/// `CAST(x AS BYTEA)`, which DataFusion knows.
+/// Casts to Flink type names DataFusion does not know: `CAST(x AS BYTES)` and `CAST(x AS
+/// VARBINARY)` become `CAST(x AS BYTEA)`; `CAST(x AS TIMESTAMP_LTZ(p))` becomes
+/// `arrow_cast(x, 'Timestamp(unit, Some("UTC"))')`, Weir's `TIMESTAMP_LTZ(p)`.
 pub fn bytes_casts<V: VisitMut>(node: &mut V) {
     use sqlparser::ast::DataType as T;
     let _ = sqlparser::ast::visit_expressions_mut(node, |e| {
-        if let SqlExpr::Cast { data_type, .. } = e
-            && matches!(data_type, T::Bytes(_) | T::Varbinary(_))
+        if let SqlExpr::Cast {
+            kind,
+            data_type,
+            expr,
+            ..
+        } = e
         {
-            *data_type = T::Bytea;
+            match data_type {
+                T::Bytes(_) | T::Varbinary(_) => *data_type = T::Bytea,
+                T::Custom(name, args) if name.to_string().eq_ignore_ascii_case("TIMESTAMP_LTZ") => {
+                    let precision = match args.as_slice() {
+                        [] => Some(6),
+                        [p] => p.parse::<u64>().ok(),
+                        _ => None,
+                    };
+                    if let Some(p) = precision.filter(|p| *p <= 9) {
+                        let target = DataType::Timestamp(
+                            crate::types::unit_for_precision(Some(p)),
+                            Some("UTC".into()),
+                        );
+                        let function = match kind {
+                            CastKind::TryCast | CastKind::SafeCast => "arrow_try_cast",
+                            _ => "arrow_cast",
+                        };
+                        if let Some(new) =
+                            crate::functions::parse_expr(&format!("{function}({expr}, '{target}')"))
+                        {
+                            *e = new;
+                        }
+                    }
+                }
+                _ => {}
+            }
         }
         ControlFlow::<()>::Continue(())
     });

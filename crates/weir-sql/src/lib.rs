@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod catalog_ddl;
+pub mod current_watermark;
 pub mod ddl;
 pub mod dialect;
 mod dialect_functions;

@@ -229,7 +229,7 @@ pub struct FinalAt {
 
 /// The input column that column `col` of a Calc's output passes through unchanged, if it
 /// does (not computed).
-fn passed_through(steps: &[CalcStep], col: usize) -> Option<usize> {
+pub(crate) fn passed_through(steps: &[CalcStep], col: usize) -> Option<usize> {
     use datafusion::physical_expr::expressions::Column;
     let mut col = col;
     for step in steps.iter().rev() {

@@ -210,6 +210,7 @@ impl Planner {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
         ctx.register_udf(crate::group_windows::ProcTime::udf());
+        ctx.register_udf(crate::current_watermark::CurrentWatermark::udf());
         for f in crate::flink_json::udfs()
             .into_iter()
             .chain(crate::flink_scalars::udfs())
@@ -235,6 +236,7 @@ impl Planner {
     /// group by each row's own session instead of merging them).
     fn check_batch(plan: &LogicalPlan) -> Result<()> {
         use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+        crate::current_watermark::check_batch(plan)?;
         let mut session = false;
         plan.apply(|node| {
             for e in node.expressions() {
@@ -883,19 +885,19 @@ impl Planner {
             exprs,
             schema: sink_schema.clone(),
         });
-        let input = materialize(node, steps, sink_schema, &mut plan.nodes);
+        let input = materialize(node, steps, sink_schema, &mut plan.nodes)?;
         plan.nodes.push(PlanNode::Sink { input, table: def });
         Ok(plan)
     }
 
     fn translate_into_node(&self, plan: &LogicalPlan, nodes: &mut Vec<PlanNode>) -> Result<usize> {
         let (node, steps) = self.translate(plan, nodes)?;
-        Ok(materialize(
+        materialize(
             node,
             steps,
             Arc::new(plan.schema().as_arrow().clone()),
             nodes,
-        ))
+        )
     }
 
     /// Translates `plan`; returns the node that produces its input and the stateless steps
@@ -1195,7 +1197,7 @@ impl Planner {
                         schema: Arc::new(Schema::new(input_fields.clone())),
                     });
                 }
-                let input = materialize(node, steps, Arc::new(Schema::new(input_fields)), nodes);
+                let input = materialize(node, steps, Arc::new(Schema::new(input_fields)), nodes)?;
                 let window_end = tumble.or_else(|| {
                     keys.iter()
                         .position(|k| crate::plan::is_window_end(nodes, input, *k))
@@ -1667,9 +1669,19 @@ pub fn computed_physical(table: &TableDef) -> Result<Option<Vec<PhysicalExprRef>
     };
     let state = SessionContext::new().state();
     let schema = DFSchema::try_from_qualified_schema(PHYSICAL, &table.physical_schema)?;
+    // Unoptimized expressions: `arrow_cast` (a `CAST(… AS TIMESTAMP_LTZ(p))`) must be
+    // simplified into a cast before it can run.
+    let simplifier = datafusion::optimizer::simplify_expressions::ExprSimplifier::new(
+        datafusion::logical_expr::simplify::SimplifyContext::builder()
+            .with_schema(Arc::new(schema.clone()))
+            .build(),
+    );
     let exprs = exprs
         .iter()
-        .map(|e| physical_expr(&state, e, &schema))
+        .map(|e| {
+            let e = simplifier.simplify(e.clone()).map_err(plan_error)?;
+            physical_expr(&state, &e, &schema)
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok(Some(exprs))
 }
@@ -1691,16 +1703,17 @@ fn materialize(
     steps: Vec<CalcStep>,
     schema: SchemaRef,
     nodes: &mut Vec<PlanNode>,
-) -> usize {
+) -> Result<usize> {
     if steps.is_empty() {
-        return node;
+        return Ok(node);
     }
+    crate::current_watermark::check_steps(nodes, node, &steps)?;
     nodes.push(PlanNode::Calc {
         input: node,
         steps,
         schema,
     });
-    nodes.len() - 1
+    Ok(nodes.len() - 1)
 }
 
 /// The plain message of an error a row's values cause (a failed cast, a division by zero,

@@ -12,7 +12,7 @@ fn word_is(tok: &Token, word: &str) -> bool {
     matches!(tok, Token::Word(w) if w.value.eq_ignore_ascii_case(word) && w.quote_style.is_none())
 }
 
-fn unit_for_precision(p: Option<u64>) -> TimeUnit {
+pub fn unit_for_precision(p: Option<u64>) -> TimeUnit {
     match p.unwrap_or(6) {
         0 => TimeUnit::Second,
         1..=3 => TimeUnit::Millisecond,

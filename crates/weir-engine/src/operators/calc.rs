@@ -3,19 +3,58 @@
 
 use arrow::array::{AsArray, RecordBatch, RecordBatchOptions};
 use async_trait::async_trait;
+use std::sync::Arc;
 use weir_common::{Error, Result, changelog};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
 use weir_sql::CalcStep;
+use weir_sql::current_watermark::{self, WatermarkCell};
 
 /// Applies filters and projections to every batch.
 pub struct CalcOperator {
     steps: Vec<CalcStep>,
+    /// The watermark `CURRENT_WATERMARK` calls in the steps read, when there are any.
+    watermark: Option<Arc<WatermarkCell>>,
 }
 
 impl CalcOperator {
     /// An operator applying `steps` in order.
     pub fn new(steps: Vec<CalcStep>) -> Self {
-        Self { steps }
+        Self {
+            steps,
+            watermark: None,
+        }
+    }
+
+    /// An operator applying `steps` whose `CURRENT_WATERMARK` calls read the watermarks
+    /// this operator receives.
+    pub fn with_watermark(steps: &[CalcStep]) -> Result<Self> {
+        let exprs = || {
+            steps.iter().flat_map(|s| match s {
+                CalcStep::Filter(e) => std::slice::from_ref(e),
+                CalcStep::Project { exprs, .. } => exprs.as_slice(),
+            })
+        };
+        if !exprs().any(current_watermark::mentions) {
+            return Ok(Self::new(steps.to_vec()));
+        }
+        let cell = Arc::new(WatermarkCell::default());
+        let bind = |e| current_watermark::bind(e, &cell);
+        let steps = steps
+            .iter()
+            .map(|s| {
+                Ok(match s {
+                    CalcStep::Filter(e) => CalcStep::Filter(bind(e)?),
+                    CalcStep::Project { exprs, schema } => CalcStep::Project {
+                        exprs: exprs.iter().map(bind).collect::<Result<_, _>>()?,
+                        schema: schema.clone(),
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, datafusion::error::DataFusionError>>()?;
+        Ok(Self {
+            steps,
+            watermark: Some(cell),
+        })
     }
 
     /// Applies every step; `None` when no row is left.
@@ -116,6 +155,14 @@ impl Operator for CalcOperator {
         }
         Ok(())
     }
+
+    async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
+        if let Some(cell) = &self.watermark {
+            cell.set(watermark);
+        }
+        out.emit_watermark(watermark);
+        Ok(())
+    }
 }
 
 /// Creates [`CalcOperator`]s.
@@ -131,6 +178,6 @@ impl OperatorFactory for CalcOperatorFactory {
         self.label.clone()
     }
     fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
-        Ok(Box::new(CalcOperator::new(self.steps.clone())))
+        Ok(Box::new(CalcOperator::with_watermark(&self.steps)?))
     }
 }

@@ -728,6 +728,16 @@ fn type_text(t: &DataType, nullable: bool) -> String {
         DataType::List(f) | DataType::LargeList(f) => {
             format!("ARRAY<{}>", type_text(f.data_type(), f.is_nullable()))
         }
+        DataType::Map(entries, _) if entries.name() == crate::flink_collect::MULTISET_ENTRIES => {
+            match entries.data_type() {
+                // Arrow map keys cannot be nullable; Flink's COLLECT of a nullable column
+                // is a MULTISET of nullable elements.
+                DataType::Struct(kv) if kv.len() == 2 => {
+                    format!("MULTISET<{}>", type_text(kv[0].data_type(), true))
+                }
+                _ => "MULTISET".into(),
+            }
+        }
         DataType::Map(entries, _) => match entries.data_type() {
             DataType::Struct(kv) if kv.len() == 2 => format!(
                 "MAP<{}, {}>",

@@ -12,6 +12,7 @@ pub mod ddl;
 pub mod dialect;
 mod dialect_functions;
 pub mod flink_cast;
+pub mod flink_collect;
 pub mod flink_decimal;
 pub mod flink_functions;
 pub mod flink_json;

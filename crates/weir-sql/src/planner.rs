@@ -211,6 +211,7 @@ impl Planner {
         }
         ctx.register_udf(crate::group_windows::ProcTime::udf());
         ctx.register_udf(crate::current_watermark::CurrentWatermark::udf());
+        ctx.register_udaf(crate::flink_collect::udaf());
         for f in crate::flink_json::udfs()
             .into_iter()
             .chain(crate::flink_scalars::udfs())

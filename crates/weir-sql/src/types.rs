@@ -241,6 +241,10 @@ pub fn sql_name(dt: &DataType) -> String {
                 .join(", ")
         ),
         DataType::List(f) => format!("ARRAY<{}>", sql_name(f.data_type())),
+        DataType::Map(..) if crate::flink_collect::is_multiset(dt).is_some() => format!(
+            "MULTISET<{}>",
+            sql_name(crate::flink_collect::is_multiset(dt).expect("a multiset"))
+        ),
         DataType::Map(entries, _) => match entries.data_type() {
             DataType::Struct(kv) if kv.len() == 2 => format!(
                 "MAP<{}, {}>",

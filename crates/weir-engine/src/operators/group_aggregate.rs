@@ -60,7 +60,7 @@ impl OperatorFactory for GroupAggregateFactory {
                 .iter()
                 .map(|f| f.data_type().clone())
                 .collect(),
-            output: changelog::with_op_field(&keys::nullable(&self.schema)),
+            output: changelog::with_op_field(&self.schema),
             converter: keys::converter(&self.input_schema, &self.keys)?,
             groups: HashMap::new(),
             ttl: Ttl::new(self.state_ttl),

@@ -54,6 +54,19 @@ fn unknown_set_key_lists_known_keys() {
 }
 
 #[test]
+fn unknown_time_zone_is_named() {
+    fails_with(
+        "SET 'table.local-time-zone' = 'Mars/Olympus';",
+        &[
+            "'Mars/Olympus'",
+            "table.local-time-zone",
+            "Asia/Shanghai",
+            "line 1",
+        ],
+    );
+}
+
+#[test]
 fn unknown_column_is_a_sql_error() {
     fails_with(
         "CREATE TABLE t (a INT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');\nSELECT b FROM t;",

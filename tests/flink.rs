@@ -362,10 +362,19 @@ async fn differences(name: &str) -> Vec<String> {
         let config = engine.config_mut();
         config.set("execution.runtime-mode", mode.name()).unwrap();
         config.set("parallelism.default", "2").unwrap();
-        config.set("table.local-time-zone", "UTC").ok();
+        config.set("table.local-time-zone", "UTC").unwrap();
         config
             .set("execution.checkpointing.interval", "100 ms")
             .unwrap();
+        // `-- set: key=value, …`: the case's own session options.
+        for line in text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("-- set:"))
+        {
+            for (key, value) in line.split(',').filter_map(|kv| kv.split_once('=')) {
+                config.set(key.trim(), value.trim()).unwrap();
+            }
+        }
         let statements = match engine.parse(&text) {
             Ok(s) => s,
             Err(e) => {

@@ -6,6 +6,9 @@ use std::process::{Child, Command, Output, Stdio};
 pub fn weir() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
     c.env_remove("WEIR_FAILPOINTS");
+    // `table.local-time-zone` defaults to the machine's zone, as in Flink; expected
+    // results are written for UTC.
+    c.env("TZ", "UTC");
     c
 }
 

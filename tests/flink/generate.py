@@ -389,8 +389,12 @@ class Runner:
         modes = [m for m in MODES if m in modes]
         queries = [i for i, s in enumerate(statements) if is_query(s)]
         blocks = {}  # (query number, mode) -> lines
+        # `-- set: key=value, key=value`: session options of the case.
+        options = [kv.split("=", 1) for kv in header.get("set", "").split(",") if kv.strip()]
         for mode in modes:
             env = self.new_env(mode)
+            for key, value in options:
+                env.get_config().set(key.strip(), value.strip())
             number = 0
             for i, stmt in enumerate(statements):
                 if i not in queries:

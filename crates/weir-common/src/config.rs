@@ -142,6 +142,13 @@ pub static KEYS: &[KeyInfo] = &[
         "A source subtask that emitted no rows for this long is marked idle, and its watermark stops holding back downstream watermarks until it emits again (0: never idle)."
     ),
     key!(
+        "table.local-time-zone",
+        [],
+        "default",
+        Text,
+        "Zone in which TIMESTAMP_LTZ values are read and shown as local date-times (casts, FROM_UNIXTIME, UNIX_TIMESTAMP, DATE_FORMAT, LOCALTIMESTAMP): a zone id such as 'Asia/Shanghai', 'UTC' or 'GMT+08:00'; 'default' is the machine's zone."
+    ),
+    key!(
         "table.optimizer.reuse-source-enabled",
         [],
         "true",
@@ -235,6 +242,11 @@ impl Config {
     fn raw_or_default(&self, key: &str) -> &str {
         self.raw(key)
             .unwrap_or_else(|| Self::info(key).map(|i| i.default).unwrap_or(""))
+    }
+
+    /// `table.local-time-zone` as set (`default`: the machine's zone).
+    pub fn local_time_zone(&self) -> &str {
+        self.raw_or_default("table.local-time-zone")
     }
 
     pub fn parallelism(&self) -> usize {

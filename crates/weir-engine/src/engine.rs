@@ -78,6 +78,9 @@ impl Engine {
         let mut planner = Planner::new();
         planner.set_batch_scan(std::sync::Arc::new(crate::batch::ConnectorBatchScan));
         planner.session().register_udf(crate::udfs::count_char());
+        if let Err(e) = planner.set_local_time_zone(config.local_time_zone()) {
+            tracing::warn!("{e}; using the machine's zone");
+        }
         Self {
             planner,
             config,
@@ -123,13 +126,19 @@ impl Engine {
 
     /// Executes one statement. Errors name the statement's position.
     pub async fn execute(&mut self, stmt: &Located) -> Result<Outcome> {
-        self.execute_statement(&stmt.statement)
-            .await
-            .map_err(|e| match e {
-                Error::Plan(m) => Error::sql(m, Some(stmt.location)),
-                Error::Config(m) => Error::Config(format!("{m} (statement at {})", stmt.location)),
-                other => other,
-            })
+        // The configuration may have been changed through `config_mut`.
+        let result = match self
+            .planner
+            .set_local_time_zone(self.config.local_time_zone())
+        {
+            Ok(()) => self.execute_statement(&stmt.statement).await,
+            Err(e) => Err(e),
+        };
+        result.map_err(|e| match e {
+            Error::Plan(m) => Error::sql(m, Some(stmt.location)),
+            Error::Config(m) => Error::Config(format!("{m} (statement at {})", stmt.location)),
+            other => other,
+        })
     }
 
     async fn execute_statement(&mut self, stmt: &WeirStatement) -> Result<Outcome> {
@@ -228,7 +237,10 @@ impl Engine {
             } => self.create_function(name, identifier, *if_not_exists),
             WeirStatement::DropFunction { name, if_exists } => self.drop_function(name, *if_exists),
             WeirStatement::Set { key, value } => {
-                self.config.set(key, value)?;
+                let mut config = self.config.clone();
+                config.set(key, value)?;
+                self.planner.set_local_time_zone(config.local_time_zone())?;
+                self.config = config;
                 let shown = weir_common::redact::display_value(key, value);
                 Ok(Outcome::Done(format!("'{key}' = '{shown}'")))
             }
@@ -237,6 +249,8 @@ impl Engine {
                     Some(k) => self.config.reset(k)?,
                     None => self.config = Config::new(),
                 }
+                self.planner
+                    .set_local_time_zone(self.config.local_time_zone())?;
                 Ok(Outcome::Done("configuration reset".into()))
             }
             WeirStatement::ShowSet => Ok(Outcome::Table {

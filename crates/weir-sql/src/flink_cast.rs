@@ -83,8 +83,8 @@ pub fn flink_text(array: &ArrayRef) -> Result<ArrayRef> {
             }
         }
         DataType::Timestamp(unit, _) => {
-            // Wall-clock time of the value (a TIMESTAMP_LTZ as arrow's cast to a zone-less
-            // timestamp gives it; `table.local-time-zone` is not honoured yet).
+            // Wall-clock time of the value (a TIMESTAMP_LTZ's UTC time; the planner has
+            // already turned it into the session zone's, see `local_time_zone`).
             let naive =
                 arrow::compute::cast(array, &DataType::Timestamp(TimeUnit::Nanosecond, None))?;
             let naive = naive.as_primitive::<arrow::datatypes::TimestampNanosecondType>();

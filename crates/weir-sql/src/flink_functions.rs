@@ -207,11 +207,23 @@ pub fn rewrite_call(name: &str, args: &[Expr], a: &[String]) -> Option<String> {
             a[0],
             strftime(1)?
         ),
+        // Text is read as a local date-time of the session zone.
         ("UNIX_TIMESTAMP", 0) => "CAST(to_unixtime(now()) AS BIGINT)".to_string(),
-        ("UNIX_TIMESTAMP", 1) => format!("CAST(to_unixtime({}) AS BIGINT)", a[0]),
-        ("UNIX_TIMESTAMP", 2) => {
-            format!("CAST(to_unixtime({}, '{}') AS BIGINT)", a[0], strftime(1)?)
-        }
+        ("UNIX_TIMESTAMP", 1) => format!(
+            "CAST(to_unixtime(arrow_cast(CAST({} AS TIMESTAMP(3)), '{}')) AS BIGINT)",
+            a[0],
+            ltz_type()
+        ),
+        ("UNIX_TIMESTAMP", 2) => format!(
+            "CAST(to_unixtime(arrow_cast(to_timestamp({}, '{}'), '{}')) AS BIGINT)",
+            a[0],
+            strftime(1)?,
+            ltz_type()
+        ),
+        // Seconds (precision 0) or milliseconds (3) since the epoch, as TIMESTAMP_LTZ(3).
+        ("TO_TIMESTAMP_LTZ", 1) => epoch_to_ltz(&a[0], "3")?,
+        ("TO_TIMESTAMP_LTZ", 2) => epoch_to_ltz(&a[0], &args[1].to_string())?,
+        ("NOW", 0) => current_timestamp(),
         // Flink's charset forms (DataFusion's `encode`/`decode` are base64/hex).
         ("ENCODE", 2) => format!("flink_encode({}, {})", a[0], a[1]),
         ("DECODE", 2) => format!("flink_decode({}, {})", a[0], a[1]),
@@ -219,17 +231,46 @@ pub fn rewrite_call(name: &str, args: &[Expr], a: &[String]) -> Option<String> {
         ("CARDINALITY", 1) => format!("CAST(cardinality({}) AS INT)", a[0]),
         ("LISTAGG", 1) => format!("CAST(string_agg({}, ',') AS STRING)", a[0]),
         ("LISTAGG", 2) => format!("CAST(string_agg({}, {}) AS STRING)", a[0], a[1]),
+        // Shown in the session zone (`to_char` of an instant, see `local_time_zone`).
         ("FROM_UNIXTIME", 1) => format!(
-            "to_char(to_timestamp_seconds({}), '%Y-%m-%d %H:%M:%S')",
-            a[0]
+            "to_char({}, '%Y-%m-%d %H:%M:%S')",
+            epoch_to_ltz(&a[0], "0")?
         ),
-        ("FROM_UNIXTIME", 2) => format!(
-            "to_char(to_timestamp_seconds({}), '{}')",
-            a[0],
-            strftime(1)?
-        ),
+        ("FROM_UNIXTIME", 2) => {
+            format!("to_char({}, '{}')", epoch_to_ltz(&a[0], "0")?, strftime(1)?)
+        }
         _ => return None,
     })
+}
+
+/// Weir's `TIMESTAMP_LTZ(3)` as `arrow_cast` spells it.
+fn ltz_type() -> String {
+    arrow::datatypes::DataType::Timestamp(
+        arrow::datatypes::TimeUnit::Millisecond,
+        Some("UTC".into()),
+    )
+    .to_string()
+}
+
+/// `TO_TIMESTAMP_LTZ(n, precision)`: `n` seconds (0), milliseconds (3), microseconds (6)
+/// or nanoseconds (9) since the epoch, as a `TIMESTAMP_LTZ(3)`.
+fn epoch_to_ltz(n: &str, precision: &str) -> Option<String> {
+    let millis = match precision {
+        "0" => format!("CAST(CAST({n} AS DECIMAL(38, 3)) * 1000 AS BIGINT)"),
+        "3" => format!("CAST({n} AS BIGINT)"),
+        "6" => format!("CAST({n} / 1000 AS BIGINT)"),
+        "9" => format!("CAST({n} / 1000000 AS BIGINT)"),
+        _ => return None,
+    };
+    Some(format!("arrow_cast({millis}, '{}')", ltz_type()))
+}
+
+/// `CURRENT_TIMESTAMP`: the query's start as a `TIMESTAMP_LTZ(3)`.
+pub fn current_timestamp() -> String {
+    format!(
+        "arrow_cast(arrow_cast(now(), 'Int64') / 1000000, '{}')",
+        ltz_type()
+    )
 }
 
 fn unit_name(field: &DateTimeField) -> Option<&'static str> {

@@ -656,7 +656,7 @@ fn decode(a: &[ArrayRef], _: &ScalarFunctionArgs) -> Result<ArrayRef> {
 
 /// A time zone as Java's `TimeZone.getTimeZone` reads it: a region (`Asia/Shanghai`),
 /// `UTC`/`GMT`, or an offset `GMT+08:00` / `UTC-8` / `+08:00`.
-fn zone(name: &str) -> Option<chrono::FixedOffset> {
+pub(crate) fn zone(name: &str) -> Option<chrono::FixedOffset> {
     None.or_else(|| {
         let rest = name
             .strip_prefix("GMT")

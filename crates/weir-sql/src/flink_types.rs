@@ -298,9 +298,10 @@ fn flink_aggregate_type(function: &str, arg: &DataType) -> Option<(Option<DataTy
 /// Gives a planned query Flink's result types (see the module docs): decimal divisions and
 /// casts to strings become Flink's functions; `SUM`/`AVG` compute as DataFusion's, a
 /// projection above the aggregation casts their results.
-pub fn result_types(plan: LogicalPlan) -> Result<LogicalPlan> {
+/// `zone` is the session's `table.local-time-zone` ([`crate::local_time_zone`]).
+pub fn result_types(plan: LogicalPlan, zone: &str) -> Result<LogicalPlan> {
     plan.transform_up(|node| {
-        let node = flink_expressions(node)?.recompute_schema()?;
+        let node = flink_expressions(node, zone)?.recompute_schema()?;
         match node {
             LogicalPlan::Aggregate(agg) => aggregate(agg),
             other => Ok(Transformed::no(other)),
@@ -311,8 +312,9 @@ pub fn result_types(plan: LogicalPlan) -> Result<LogicalPlan> {
 
 /// Flink's semantics for expressions: `l / r` with a decimal side is Flink's decimal
 /// division ([`crate::flink_decimal`]), `CAST(x AS STRING)` Flink's text
-/// ([`crate::flink_cast`]).
-fn flink_expressions(node: LogicalPlan) -> Result<LogicalPlan> {
+/// ([`crate::flink_cast`]); casts between instants and local values and `DATE_FORMAT`
+/// of an instant use the session zone ([`zoned`]).
+fn flink_expressions(node: LogicalPlan, zone: &str) -> Result<LogicalPlan> {
     if matches!(
         node,
         LogicalPlan::Values(_) | LogicalPlan::TableScan(_) | LogicalPlan::EmptyRelation(_)
@@ -324,6 +326,11 @@ fn flink_expressions(node: LogicalPlan) -> Result<LogicalPlan> {
         schema.merge(input.schema());
     }
     let rewritten = node.map_expressions(|e| {
+        let e = if crate::local_time_zone::is_utc(zone) {
+            e
+        } else {
+            e.transform_up(|e| zoned(e, &schema, zone))?.data
+        };
         e.transform_up(|e| match &e {
             Expr::BinaryExpr(b) if b.op == datafusion::logical_expr::Operator::Divide => {
                 let (l, r) = (b.left.get_type(&schema)?, b.right.get_type(&schema)?);
@@ -352,6 +359,72 @@ fn flink_expressions(node: LogicalPlan) -> Result<LogicalPlan> {
         })
     })?;
     Ok(rewritten.data)
+}
+
+/// `e` with the session zone (not UTC) applied where instants meet local values: casts
+/// (`CAST(ltz AS STRING|TIMESTAMP|DATE)`, `CAST(text|timestamp AS TIMESTAMP_LTZ)`, also
+/// written as `arrow_cast`) and `to_char` (`DATE_FORMAT`) of an instant.
+fn zoned(e: Expr, schema: &datafusion::common::DFSchema, zone: &str) -> Result<Transformed<Expr>> {
+    use crate::local_time_zone::{local, zoned_cast};
+    use datafusion::logical_expr::{Cast, TryCast};
+    match e {
+        Expr::Cast(Cast { expr, field }) => {
+            let from = expr.get_type(schema)?;
+            Ok(
+                match zoned_cast(*expr.clone(), &from, field.data_type(), zone) {
+                    Some(new) => Transformed::yes(new),
+                    None => Transformed::no(Expr::Cast(Cast { expr, field })),
+                },
+            )
+        }
+        Expr::TryCast(TryCast { expr, field }) => {
+            let from = expr.get_type(schema)?;
+            Ok(
+                match zoned_cast(*expr.clone(), &from, field.data_type(), zone) {
+                    // The inner cast (a relabel or a local reading) cannot fail where
+                    // the outer one would not.
+                    Some(Expr::Cast(Cast { expr: inner, .. })) => Transformed::yes(Expr::TryCast(
+                        TryCast::new(inner, field.data_type().clone()),
+                    )),
+                    _ => Transformed::no(Expr::TryCast(TryCast { expr, field })),
+                },
+            )
+        }
+        Expr::ScalarFunction(f)
+            if matches!(f.func.name(), "arrow_cast" | "arrow_try_cast") && f.args.len() == 2 =>
+        {
+            let target = match &f.args[1] {
+                Expr::Literal(datafusion::common::ScalarValue::Utf8(Some(t)), _) => {
+                    t.parse::<DataType>().ok()
+                }
+                _ => None,
+            };
+            let Some(target @ DataType::Timestamp(_, Some(_))) = target else {
+                return Ok(Transformed::no(Expr::ScalarFunction(f)));
+            };
+            let arg = f.args[0].clone();
+            let from = arg.get_type(schema)?;
+            let Some(new) = zoned_cast(arg, &from, &target, zone) else {
+                return Ok(Transformed::no(Expr::ScalarFunction(f)));
+            };
+            Ok(Transformed::yes(if f.func.name() == "arrow_try_cast" {
+                match new {
+                    Expr::Cast(Cast { expr, .. }) => Expr::TryCast(TryCast::new(expr, target)),
+                    other => other,
+                }
+            } else {
+                new
+            }))
+        }
+        Expr::ScalarFunction(mut f) if f.func.name() == "to_char" && !f.args.is_empty() => {
+            if let DataType::Timestamp(unit, Some(_)) = f.args[0].get_type(schema)? {
+                f.args[0] = local(f.args[0].clone(), unit, zone);
+                return Ok(Transformed::yes(Expr::ScalarFunction(f)));
+            }
+            Ok(Transformed::no(Expr::ScalarFunction(f)))
+        }
+        other => Ok(Transformed::no(other)),
+    }
 }
 
 fn aggregate(agg: Aggregate) -> Result<Transformed<LogicalPlan>> {

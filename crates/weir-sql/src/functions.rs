@@ -1,6 +1,6 @@
 //! Flink built-in functions that DataFusion spells differently, rewritten on the AST
 //! before planning: `MOD(a, b)` → `a % b`, `CHAR_LENGTH(s)` → `CHARACTER_LENGTH(s)`,
-//! `TO_TIMESTAMP_LTZ(n, 0|3|6|9)` → `to_timestamp_{seconds|millis|micros|nanos}(n)`; legacy
+//! `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP`, `CURRENT_DATE` …; legacy
 //! group windows `TUMBLE(ts, size)`/`SESSION(ts, gap)` and their `*_START`/`*_END`/
 //! `*_ROWTIME` (see [`crate::group_windows`]); the functions that are DataFusion
 //! expressions written out as text (`REGEXP_EXTRACT`, `DATE_FORMAT`, `TIMESTAMPADD`, …) in
@@ -74,7 +74,8 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
             };
             return ControlFlow::Continue(());
         }
-        // Flink's niladic LOCALTIMESTAMP / LOCALTIME (the session time zone is UTC).
+        // Flink's niladic time functions: CURRENT_TIMESTAMP is an instant, the others are
+        // local to the session zone (the planner applies it to these casts).
         let niladic = match &*expr {
             Expr::Identifier(i) if i.quote_style.is_none() => Some(i.value.to_ascii_uppercase()),
             Expr::Function(f) if matches!(f.args, FunctionArguments::None) => {
@@ -83,12 +84,17 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
             _ => None,
         };
         if let Some(name) = niladic {
+            let now = crate::flink_functions::current_timestamp();
             let text = match name.as_str() {
-                "LOCALTIMESTAMP" => "CAST(now() AS TIMESTAMP(3))",
-                "LOCALTIME" => "CAST(now() AS TIME)",
+                "CURRENT_TIMESTAMP" => now,
+                "LOCALTIMESTAMP" => format!("CAST({now} AS TIMESTAMP(3))"),
+                "LOCALTIME" | "CURRENT_TIME" => {
+                    format!("CAST(CAST({now} AS TIMESTAMP(3)) AS TIME)")
+                }
+                "CURRENT_DATE" => format!("CAST(CAST({now} AS TIMESTAMP(3)) AS DATE)"),
                 _ => return ControlFlow::Continue(()),
             };
-            if let Some(new) = parse_expr(text) {
+            if let Some(new) = parse_expr(&text) {
                 *expr = new;
             }
             return ControlFlow::Continue(());
@@ -110,21 +116,6 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                             op: BinaryOperator::Modulo,
                             right: Box::new(Expr::Nested(Box::new(args[1].clone()))),
                         }));
-                    }
-                }
-                "TO_TIMESTAMP_LTZ" => {
-                    if let Some(args) = plain_args(&f.args).filter(|a| a.len() == 2) {
-                        let unit = match args[1].to_string().as_str() {
-                            "0" => Some("to_timestamp_seconds"),
-                            "3" => Some("to_timestamp_millis"),
-                            "6" => Some("to_timestamp_micros"),
-                            "9" => Some("to_timestamp_nanos"),
-                            _ => None,
-                        };
-                        if let (Some(unit), FunctionArguments::List(list)) = (unit, &mut f.args) {
-                            f.name = ObjectName::from(vec![Ident::new(unit)]);
-                            list.args.truncate(1);
-                        }
                     }
                 }
                 // Legacy group windows (see `group_windows`).

@@ -20,6 +20,7 @@ pub mod flink_scalars;
 pub mod flink_types;
 pub mod functions;
 pub mod group_windows;
+pub mod local_time_zone;
 pub mod parser;
 pub mod plan;
 pub mod planner;

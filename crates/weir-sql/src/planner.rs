@@ -155,6 +155,8 @@ pub struct Planner {
     /// which keep DataFusion's catalogs in step.
     pub catalogs: CatalogManager,
     batch: Option<Arc<dyn BatchScan>>,
+    /// `table.local-time-zone`, resolved ([`crate::local_time_zone`]).
+    zone: String,
 }
 
 impl Default for Planner {
@@ -225,7 +227,14 @@ impl Planner {
             ctx,
             catalogs: CatalogManager::default(),
             batch: None,
+            zone: crate::local_time_zone::resolve("default").unwrap_or_else(|_| "UTC".into()),
         }
+    }
+
+    /// Sets `table.local-time-zone` (a Flink zone id, or `default`).
+    pub fn set_local_time_zone(&mut self, name: &str) -> Result<()> {
+        self.zone = crate::local_time_zone::resolve(name).map_err(Error::config)?;
+        Ok(())
     }
 
     /// How tables are read in batch mode (set once, before tables are created).
@@ -344,7 +353,7 @@ impl Planner {
             .statement_to_plan(stmt)
             .await
             .map_err(plan_error)?;
-        crate::flink_types::result_types(plan).map_err(plan_error)
+        crate::flink_types::result_types(plan, &self.zone).map_err(plan_error)
     }
 
     async fn logical_of_text(&self, sql: &str) -> Result<LogicalPlan> {

@@ -303,11 +303,9 @@ fn concurrent_sessions_do_not_corrupt_a_persistent_catalog() {
         .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
         .collect();
     assert_eq!(failed.len(), 1, "exactly one 'clash' fails: {failed:?}");
-    assert!(
-        failed[0].contains("'clash' already exists") && failed[0].contains("another session"),
-        "{}",
-        failed[0]
-    );
+    // The loser learns it either from the catalog it reads (the winner finished first) or
+    // from the conditional write (both checked at once); both name the table.
+    assert!(failed[0].contains("clash' already exists"), "{}", failed[0]);
     let s = write_script(
         tmp.path(),
         "check.sql",

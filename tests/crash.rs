@@ -97,15 +97,11 @@ pub fn kill_until_done(args: &[&str], env: &[(&str, &str)], kills: usize, seed: 
         match status {
             Some(st) => {
                 child.wait().unwrap();
-                let mut err = String::new();
-                use std::io::Read;
-                child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
-                assert!(st.success(), "restarted job failed: {err}");
+                assert!(
+                    st.success(),
+                    "restarted job failed: {}",
+                    crate::common::stderr_of(&mut child)
+                );
                 return done;
             }
             None => {

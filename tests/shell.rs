@@ -125,6 +125,34 @@ fn a_statement_set_runs_its_inserts_as_one_job() {
     assert_eq!(committed_numbers(&high), (31..=100).collect::<Vec<_>>());
 }
 
+/// A refused `STOP JOB … WITH SAVEPOINT` (no savepoint folder set) leaves the job
+/// running: a later `STOP JOB` still finds it.
+#[test]
+fn a_refused_stop_with_savepoint_leaves_the_job_stoppable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = shell(dir.path());
+    s.send_line(
+        "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '10');",
+    )
+    .unwrap();
+    s.exp_string("created").unwrap();
+    s.send_line("CREATE TABLE sink (id BIGINT) WITH ('connector' = 'blackhole');")
+        .unwrap();
+    s.exp_string("created").unwrap();
+    s.send_line("INSERT INTO sink SELECT id FROM src;").unwrap();
+    let (_, id) = s.exp_regex("[0-9a-f]{32}").unwrap();
+    s.send_line(&format!("STOP JOB '{id}' WITH SAVEPOINT;"))
+        .unwrap();
+    s.exp_string("execution.checkpointing.savepoint-dir")
+        .unwrap();
+    s.send_line("SHOW JOBS;").unwrap();
+    s.exp_string("RUNNING").unwrap();
+    s.send_line(&format!("STOP JOB '{id}';")).unwrap();
+    s.exp_string("cancelled").unwrap();
+    s.send_control('d').unwrap();
+    s.exp_eof().unwrap();
+}
+
 const SECRET_TABLE: &str = "CREATE TABLE vault (a INT) WITH ('connector' = 'filesystem', \
     'path' = 's3://bucket/vault', 'format' = 'csv', 's3.access-key' = 'AKIAVISIBLE', \
     's3.secret-key' = 'hunter2-secret-key');";

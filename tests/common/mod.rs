@@ -205,6 +205,16 @@ pub fn start_service(command: &str, port: u16, what: &str) {
     }
 }
 
+/// What an ended child (spawned with a piped stderr) wrote to stderr.
+pub fn stderr_of(child: &mut Child) -> String {
+    use std::io::Read;
+    let mut err = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        stderr.read_to_string(&mut err).unwrap();
+    }
+    err
+}
+
 /// SIGKILLs an unbounded job again and again while its input arrives: each run is
 /// started by `spawn_at` at the next of `parallelisms` (a restore at another
 /// parallelism), lives `min_ms` plus up to `spread_ms` more, must still be running, and
@@ -231,15 +241,10 @@ pub fn kill_while_producing(
             min_ms + rng.next(spread_ms),
         ));
         if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            use std::io::Read;
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("the job ended by itself ({status}): {err}");
+            panic!(
+                "the job ended by itself ({status}): {}",
+                stderr_of(&mut child)
+            );
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();

@@ -226,17 +226,22 @@ impl Shell {
                 drain,
             }) => {
                 self.refresh().await;
-                let savepoint_dir = self.engine.config().savepoint_dir();
+                // Checked before the job's handle is taken: a refused STOP leaves the job
+                // running and stoppable.
+                let savepoint_dir = if savepoint {
+                    Some(self.engine.config().savepoint_dir().context(
+                        "STOP JOB … WITH SAVEPOINT needs SET 'execution.checkpointing.savepoint-dir' = '…'",
+                    )?)
+                } else {
+                    None
+                };
                 let job = self
                     .jobs
                     .iter_mut()
                     .find(|j| j.id.starts_with(id.as_str()) && j.handle.is_some())
                     .with_context(|| format!("no running job '{id}' (see SHOW JOBS)"))?;
                 let handle = job.handle.take().expect("running job");
-                if savepoint {
-                    let dir = savepoint_dir.context(
-                        "STOP JOB … WITH SAVEPOINT needs SET 'execution.checkpointing.savepoint-dir' = '…'",
-                    )?;
+                if let Some(dir) = savepoint_dir {
                     match handle.stop_with_savepoint(drain, &dir).await {
                         Ok(path) => {
                             handle.wait().await?;

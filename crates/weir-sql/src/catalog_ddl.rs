@@ -356,18 +356,10 @@ fn alter_table_action(p: &mut Parser) -> Result<AlterTableAction, ParserError> {
         return Ok(AlterTableAction::Reset(keys));
     }
     if eat_words(p, &["ADD"]) {
-        let mut items = CreateTable {
-            name: String::new(),
-            if_not_exists: false,
-            columns: Vec::new(),
-            watermark: None,
-            primary_key: Vec::new(),
-            partitioned_by: Vec::new(),
-            options: BTreeMap::new(),
-            like: None,
-            location: weir_common::SqlLocation { line: 0, column: 0 },
-            temporary: false,
-        };
+        let mut items = CreateTable::empty(
+            String::new(),
+            weir_common::SqlLocation { line: 0, column: 0 },
+        );
         let mut positions = BTreeMap::new();
         let list = p.consume_token(&Token::LParen);
         loop {

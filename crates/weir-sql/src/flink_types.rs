@@ -236,7 +236,7 @@ pub fn distinct_cast_names<V: VisitMut>(node: &mut V) {
 /// Casts to Flink type names DataFusion does not know: `CAST(x AS BYTES)` and `CAST(x AS
 /// VARBINARY)` become `CAST(x AS BYTEA)`; `CAST(x AS TIMESTAMP_LTZ(p))` becomes
 /// `arrow_cast(x, 'Timestamp(unit, Some("UTC"))')`, Weir's `TIMESTAMP_LTZ(p)`.
-pub fn bytes_casts<V: VisitMut>(node: &mut V) {
+pub fn flink_type_casts<V: VisitMut>(node: &mut V) {
     use sqlparser::ast::DataType as T;
     let _ = sqlparser::ast::visit_expressions_mut(node, |e| {
         if let SqlExpr::Cast {

@@ -48,6 +48,22 @@ pub struct CreateTable {
 }
 
 impl CreateTable {
+    /// A definition with a name and nothing else yet, for the parser to fill.
+    pub fn empty(name: String, location: SqlLocation) -> Self {
+        Self {
+            name,
+            if_not_exists: false,
+            columns: Vec::new(),
+            watermark: None,
+            primary_key: Vec::new(),
+            partitioned_by: Vec::new(),
+            options: BTreeMap::new(),
+            like: None,
+            location,
+            temporary: false,
+        }
+    }
+
     /// The metadata columns: (column, connector key, virtual).
     pub fn metadata_columns(&self) -> Vec<(String, MetadataSpec)> {
         self.columns
@@ -721,16 +737,8 @@ fn parse_create_table(p: &mut Parser, location: SqlLocation) -> Result<CreateTab
     let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = object_name(&p.parse_object_name(false)?);
     let mut table = CreateTable {
-        name,
         if_not_exists,
-        columns: Vec::new(),
-        watermark: None,
-        primary_key: Vec::new(),
-        partitioned_by: Vec::new(),
-        options: BTreeMap::new(),
-        like: None,
-        location,
-        temporary: false,
+        ..CreateTable::empty(name, location)
     };
     // No column list: CREATE TABLE … AS SELECT.
     let mut columns_open = p.consume_token(&Token::LParen);

@@ -342,7 +342,7 @@ impl Planner {
         crate::functions::rewrite(&mut query);
         crate::functions::alias_nested_fields(&mut query);
         crate::flink_types::distinct_cast_names(&mut query);
-        crate::flink_types::bytes_casts(&mut query);
+        crate::flink_types::flink_type_casts(&mut query);
         crate::flink_types::int_literals(&mut query);
         let stmt = datafusion::sql::parser::Statement::Statement(Box::new(Statement::Query(
             Box::new(query),

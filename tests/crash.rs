@@ -34,7 +34,7 @@ pub fn script_to(dir: &Path, out: &str, rows: u64, rate: u64) -> String {
         .to_string()
 }
 
-fn script(dir: &Path, rows: u64, rate: u64) -> String {
+pub fn script(dir: &Path, rows: u64, rate: u64) -> String {
     script_to(dir, dir.join("out").to_str().unwrap(), rows, rate)
 }
 

@@ -437,6 +437,53 @@ fn s3_outage_of_three_seconds_does_not_fail_the_job() {
     assert_eq!(hidden, 0, "upload markers left behind");
 }
 
+/// An outage longer than the sink's retry budget (`s3.retry.timeout` = 1 s) fails the
+/// job; its restart strategy restarts it from the latest checkpoint (waiting while the
+/// checkpoint store is still down) and every row is committed exactly once.
+#[test]
+fn s3_outage_longer_than_the_retry_budget_restarts_the_job() {
+    let Some(s3) = server() else { return };
+    s3.create_bucket("heal");
+    let proxy = Proxy::start(s3.port);
+    let rows = 24_000;
+    let expected = expected(rows);
+    let tmp = tempfile::tempdir().unwrap();
+    let s = script_to(tmp.path(), "s3://heal/out", rows, 4000);
+    let text = std::fs::read_to_string(&s).unwrap().replace(
+        "'sink.rolling-policy.file-size'",
+        "'s3.retry.timeout' = '1 s', 'sink.rolling-policy.file-size'",
+    );
+    std::fs::write(&s, text).unwrap();
+    let mut env = s3.env();
+    env[0].1 = format!("http://127.0.0.1:{}", proxy.port);
+    let args = [
+        &s[..],
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        "s3://heal/chk",
+        "--checkpoint-interval",
+        "200 ms",
+        "-D",
+        "restart-strategy.exponential-delay.initial-backoff=200 ms",
+    ];
+    let child = spawn(&args, &env_refs(&env));
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.set_down(true);
+    std::thread::sleep(Duration::from_secs(5));
+    proxy.set_down(false);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the job did not heal: {stderr}");
+    assert!(
+        stderr.contains("restarting from its latest completed checkpoint"),
+        "the outage did not fail the job, so nothing was restarted: {stderr}"
+    );
+    let (lines, hidden) = s3.committed_lines("heal", "out");
+    assert_same_rows(lines, &expected, "S3 outage healed by a restart");
+    assert_eq!(hidden, 0, "upload markers left behind");
+}
+
 /// Two runs of one job on S3: the checkpoint folder's lease (a conditional put) refuses
 /// the second while the first runs; once the first is killed, a restart on this host
 /// takes the lease over at once (its holder's process is gone) and finishes the job

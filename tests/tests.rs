@@ -16,6 +16,7 @@ mod nexmark;
 mod parity;
 mod pipeline;
 mod recovery;
+mod restarts;
 mod s3;
 mod savepoint;
 mod shell;

@@ -138,6 +138,9 @@ pub fn serve(
                         "rows_out": metrics.rows_out(),
                         "last_checkpoint": metrics.last_checkpoint(),
                         "state_bytes": metrics.state_bytes(),
+                        "status": if metrics.is_restarting() { "RESTARTING" } else { "RUNNING" },
+                        "restarts": metrics.restarts(),
+                        "last_failure": metrics.last_failure().map(|(_, why)| why),
                     }),
                     Some("stop") => {
                         let drain = request["drain"].as_bool().unwrap_or(false);
@@ -265,14 +268,21 @@ pub async fn stop(job: &str, drain: bool, savepoint_dir: Option<String>) -> anyh
 pub async fn list() -> anyhow::Result<i32> {
     for path in sockets()? {
         match request(&path, json!({"command": "status"})).await {
-            Ok(s) => out!(
-                "{}  rows in {}  rows out {}  last checkpoint {}  state {:.1} MB",
-                s["job"].as_str().unwrap_or_default(),
-                s["rows_in"],
-                s["rows_out"],
-                s["last_checkpoint"],
-                s["state_bytes"].as_f64().unwrap_or(0.0) / 1e6
-            ),
+            Ok(s) => {
+                out!(
+                    "{}  {}  rows in {}  rows out {}  last checkpoint {}  state {:.1} MB  restarts {}",
+                    s["job"].as_str().unwrap_or_default(),
+                    s["status"].as_str().unwrap_or("RUNNING"),
+                    s["rows_in"],
+                    s["rows_out"],
+                    s["last_checkpoint"],
+                    s["state_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                    s["restarts"].as_u64().unwrap_or(0)
+                );
+                if let Some(why) = s["last_failure"].as_str() {
+                    out!("    last failure: {why}");
+                }
+            }
             // A socket nobody answers belongs to a job that was killed.
             Err(_) => {
                 let _ = std::fs::remove_file(&path);

@@ -401,12 +401,16 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     }
     if !quiet {
         eprintln!(
-            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}{}{}{}",
+            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}{}{}{}{}",
             outcome.job_id,
             started.elapsed().as_secs_f64(),
             metrics.rows_in(),
             metrics.rows_out(),
             outcome.checkpoints_completed,
+            match outcome.restarts {
+                0 => String::new(),
+                n => format!(", {n} restarts after failures"),
+            },
             match metrics.records_in_errors() {
                 0 => String::new(),
                 n => format!(", {n} unreadable records or fields skipped"),

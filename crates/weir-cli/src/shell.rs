@@ -206,18 +206,31 @@ impl Shell {
                     .jobs
                     .iter()
                     .map(|j| {
+                        let status = if j.handle.is_some() && j.metrics.is_restarting() {
+                            "RESTARTING".to_string()
+                        } else {
+                            j.status.clone()
+                        };
                         vec![
                             j.id.clone(),
-                            j.status.clone(),
+                            status,
                             j.metrics.rows_in().to_string(),
                             j.metrics.rows_out().to_string(),
+                            j.metrics.restarts().to_string(),
                             j.statement.clone(),
                         ]
                     })
                     .collect::<Vec<_>>();
-                let header = ["job id", "status", "rows in", "rows out", "statement"]
-                    .map(String::from)
-                    .to_vec();
+                let header = [
+                    "job id",
+                    "status",
+                    "rows in",
+                    "rows out",
+                    "restarts",
+                    "statement",
+                ]
+                .map(String::from)
+                .to_vec();
                 crate::print_table(&header, &rows);
             }
             Outcome::JobControl(WeirStatement::StopJob {

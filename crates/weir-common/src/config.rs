@@ -29,12 +29,22 @@ enum Kind {
     Duration,
     OptDuration,
     Int,
+    /// A count that may be zero.
+    Count,
+    /// A decimal number, at least `min`.
+    Float {
+        min: f64,
+    },
     Bool,
     Text,
     Mode,
+    Restart,
 }
 
 macro_rules! key {
+    ($k:expr, [$($a:expr),*], $d:expr, Float($min:expr), $doc:expr) => {
+        KeyInfo { key: $k, aliases: &[$($a),*], default: $d, kind: Kind::Float { min: $min }, doc: $doc }
+    };
     ($k:expr, [$($a:expr),*], $d:expr, $kind:ident, $doc:expr) => {
         KeyInfo { key: $k, aliases: &[$($a),*], default: $d, kind: Kind::$kind, doc: $doc }
     };
@@ -118,6 +128,90 @@ pub static KEYS: &[KeyInfo] = &[
         "",
         Text,
         "Default folder of savepoints."
+    ),
+    key!(
+        "restart-strategy.type",
+        ["restart-strategy"],
+        "",
+        Restart,
+        "What a failed job does: 'none', 'fixed-delay', 'exponential-delay' or 'failure-rate' (it restarts in the same process from its latest completed checkpoint). Unset: 'exponential-delay' when checkpointing is on, else 'none'."
+    ),
+    key!(
+        "restart-strategy.fixed-delay.attempts",
+        [],
+        "1",
+        Count,
+        "fixed-delay: restarts before the job ends with its failure."
+    ),
+    key!(
+        "restart-strategy.fixed-delay.delay",
+        [],
+        "1 s",
+        Duration,
+        "fixed-delay: wait before each restart."
+    ),
+    key!(
+        "restart-strategy.exponential-delay.initial-backoff",
+        [],
+        "1 s",
+        Duration,
+        "exponential-delay: wait before the first restart."
+    ),
+    key!(
+        "restart-strategy.exponential-delay.max-backoff",
+        [],
+        "1 min",
+        Duration,
+        "exponential-delay: the longest wait."
+    ),
+    key!(
+        "restart-strategy.exponential-delay.backoff-multiplier",
+        [],
+        "1.5",
+        Float(1.0),
+        "exponential-delay: each wait is the previous one times this."
+    ),
+    key!(
+        "restart-strategy.exponential-delay.reset-backoff-threshold",
+        [],
+        "1 h",
+        Duration,
+        "exponential-delay: a job that ran this long since its last restart starts over from the initial back-off (and attempt count)."
+    ),
+    key!(
+        "restart-strategy.exponential-delay.jitter-factor",
+        [],
+        "0.1",
+        Float(0.0),
+        "exponential-delay: each wait moves randomly by up to this fraction of itself."
+    ),
+    key!(
+        "restart-strategy.exponential-delay.attempts-before-reset-backoff",
+        [],
+        "",
+        Count,
+        "exponential-delay: restarts before the job ends with its failure, counted since the last reset (unset: no limit)."
+    ),
+    key!(
+        "restart-strategy.failure-rate.max-failures-per-interval",
+        [],
+        "1",
+        Int,
+        "failure-rate: failures within the interval after which the job ends."
+    ),
+    key!(
+        "restart-strategy.failure-rate.failure-rate-interval",
+        [],
+        "1 min",
+        Duration,
+        "failure-rate: the interval over which failures are counted."
+    ),
+    key!(
+        "restart-strategy.failure-rate.delay",
+        [],
+        "1 s",
+        Duration,
+        "failure-rate: wait before each restart."
     ),
     key!("pipeline.name", [], "", Text, "Name of the job."),
     key!(
@@ -206,6 +300,23 @@ impl Config {
                         "execution.checkpointing.max-concurrent-checkpoints: Weir runs at most one checkpoint at a time; only 1 is supported",
                     ));
                 }
+            }
+            Kind::Count => {
+                value
+                    .trim()
+                    .parse::<u32>()
+                    .map_err(|_| bad("a whole number"))?;
+            }
+            Kind::Float { min } => {
+                let x: f64 = value.trim().parse().map_err(|_| bad("a number"))?;
+                if !(x >= min && x.is_finite()) {
+                    return Err(bad(&format!("a number of at least {min}")));
+                }
+            }
+            Kind::Restart => {
+                parse_restart_type(value).ok_or_else(|| {
+                    bad("'none', 'fixed-delay', 'exponential-delay' or 'failure-rate'")
+                })?;
             }
             Kind::Bool => {
                 parse_bool(value).ok_or_else(|| bad("true or false"))?;
@@ -324,11 +435,81 @@ impl Config {
         parse_bool(self.raw_or_default("table.optimizer.reuse-source-enabled")).unwrap_or(true)
     }
 
+    /// The restart strategy (`restart-strategy.*`); unset, `exponential-delay` with
+    /// periodic checkpoints and `none` without, as in Flink.
+    pub fn restart_strategy(&self) -> crate::RestartStrategy {
+        use crate::RestartStrategy as S;
+        let duration = |key: &str| parse_duration(self.raw_or_default(key)).unwrap_or_default();
+        let number = |key: &str| {
+            self.raw_or_default(key)
+                .trim()
+                .parse::<f64>()
+                .unwrap_or(1.0)
+        };
+        let count = |key: &str| {
+            self.raw_or_default(key)
+                .trim()
+                .parse::<u32>()
+                .unwrap_or(u32::MAX)
+        };
+        let kind = match self
+            .raw("restart-strategy.type")
+            .and_then(parse_restart_type)
+        {
+            Some(kind) => kind,
+            None if self.checkpoint_interval().is_some() => RestartType::ExponentialDelay,
+            None => RestartType::None,
+        };
+        match kind {
+            RestartType::None => S::None,
+            RestartType::FixedDelay => S::FixedDelay {
+                attempts: count("restart-strategy.fixed-delay.attempts"),
+                delay: duration("restart-strategy.fixed-delay.delay"),
+            },
+            RestartType::ExponentialDelay => S::ExponentialDelay {
+                initial_backoff: duration("restart-strategy.exponential-delay.initial-backoff"),
+                max_backoff: duration("restart-strategy.exponential-delay.max-backoff"),
+                multiplier: number("restart-strategy.exponential-delay.backoff-multiplier"),
+                reset_threshold: duration(
+                    "restart-strategy.exponential-delay.reset-backoff-threshold",
+                ),
+                jitter: number("restart-strategy.exponential-delay.jitter-factor"),
+                attempts_before_reset: count(
+                    "restart-strategy.exponential-delay.attempts-before-reset-backoff",
+                ),
+            },
+            RestartType::FailureRate => S::FailureRate {
+                max_failures: count("restart-strategy.failure-rate.max-failures-per-interval"),
+                interval: duration("restart-strategy.failure-rate.failure-rate-interval"),
+                delay: duration("restart-strategy.failure-rate.delay"),
+            },
+        }
+    }
+
     /// `table.exec.source.idle-timeout`, when set.
     pub fn source_idle_timeout(&self) -> Option<Duration> {
         parse_duration(self.raw_or_default("table.exec.source.idle-timeout"))
             .ok()
             .filter(|d| !d.is_zero())
+    }
+}
+
+/// The restart strategy's type, by Flink's names (and their older spellings).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RestartType {
+    None,
+    FixedDelay,
+    ExponentialDelay,
+    FailureRate,
+}
+
+fn parse_restart_type(v: &str) -> Option<RestartType> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "none" | "off" | "disable" => Some(RestartType::None),
+        "fixed-delay" | "fixeddelay" => Some(RestartType::FixedDelay),
+        "exponential-delay" | "exponentialdelay" => Some(RestartType::ExponentialDelay),
+        "failure-rate" | "failurerate" => Some(RestartType::FailureRate),
+        _ => None,
     }
 }
 
@@ -410,6 +591,40 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("unknown configuration key 'execution.checkpoint.interval'"));
         assert!(text.contains("execution.checkpointing.interval"));
+    }
+
+    #[test]
+    fn restart_strategy_defaults_follow_checkpointing() {
+        let mut c = Config::new();
+        assert_eq!(c.restart_strategy(), crate::RestartStrategy::None);
+        c.set("execution.checkpointing.interval", "1 s").unwrap();
+        assert!(matches!(
+            c.restart_strategy(),
+            crate::RestartStrategy::ExponentialDelay {
+                attempts_before_reset: u32::MAX,
+                ..
+            }
+        ));
+        c.set("restart-strategy", "fixeddelay").unwrap();
+        c.set("restart-strategy.fixed-delay.attempts", "3").unwrap();
+        c.set("restart-strategy.fixed-delay.delay", "10 ms")
+            .unwrap();
+        assert_eq!(
+            c.restart_strategy(),
+            crate::RestartStrategy::FixedDelay {
+                attempts: 3,
+                delay: Duration::from_millis(10)
+            }
+        );
+        assert!(c.set("restart-strategy.type", "sometimes").is_err());
+        assert!(
+            c.set(
+                "restart-strategy.exponential-delay.backoff-multiplier",
+                "0.5"
+            )
+            .is_err()
+        );
+        c.set("restart-strategy.fixed-delay.attempts", "0").unwrap();
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod java_text;
 pub mod options;
 pub mod redact;
+pub mod restart;
 
 pub use changelog::RowKind;
 pub use config::{Config, RuntimeMode};
@@ -20,6 +21,7 @@ pub use error::{Error, Result, SqlLocation};
 pub use failpoint::{failpoint, failpoint_delay};
 pub use ids::{CheckpointId, JobId};
 pub use options::ConnectorOptions;
+pub use restart::{Backoff, RestartStrategy};
 
 /// Processing time: milliseconds since the Unix epoch by the wall clock.
 pub fn now_ms() -> u64 {

@@ -95,6 +95,9 @@ pub(crate) struct Coordinator {
     /// later checkpoint completes (every running task has then finished with them: tasks
     /// write their state in barrier order) or the job ends.
     pub aborted: Vec<CheckpointId>,
+    /// Completed checkpoints of this job from an earlier attempt, oldest first: deleted
+    /// like this attempt's own once more than the retained number exist.
+    pub completed_before: Vec<CheckpointId>,
 }
 
 /// What the coordinator reports when the job ends.
@@ -114,7 +117,8 @@ impl Coordinator {
         let mut pending: Option<Pending> = None;
         let mut waiting_replies: Vec<oneshot::Sender<Result<CheckpointId>>> = Vec::new();
         let mut stop_request: Option<StopRequest> = None;
-        let mut completed: VecDeque<CheckpointId> = VecDeque::new();
+        let mut completed: VecDeque<CheckpointId> =
+            std::mem::take(&mut self.completed_before).into();
         let mut outcome = CoordinatorOutcome::default();
         let mut asap = false;
         let mut last_trigger = Instant::now();
@@ -238,6 +242,9 @@ impl Coordinator {
         }
         let id = CheckpointId(self.next_id);
         self.next_id += 1;
+        self.metrics
+            .last_triggered
+            .fetch_max(id.0, Ordering::Relaxed);
         let kind = if stop.is_some() {
             CheckpointKind::Savepoint
         } else {
@@ -361,7 +368,7 @@ impl Coordinator {
             self.abort(p, "cannot write _metadata").await;
             return Ok(());
         }
-        weir_common::failpoint("after-metadata");
+        weir_common::failpoint("after-metadata")?;
         self.metrics
             .last_checkpoint
             .store(p.id.0, Ordering::Relaxed);

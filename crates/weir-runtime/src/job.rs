@@ -1,6 +1,8 @@
 //! Starting a job: chaining, channels, restore, tasks, coordinator, and the handle that
-//! watches them. The first task failure cancels the whole job; the job is then restarted
-//! from its latest checkpoint by the user or the CLI (`--restore latest`).
+//! watches them. A task failure cancels every task of the attempt; the job's
+//! [`RestartStrategy`] then decides whether it runs again, in this process, from its latest
+//! completed checkpoint (sinks abort what the failed attempt left open and commit again
+//! what it had not yet committed, exactly as after a crash and `--restore latest`).
 
 use crate::checkpoint::OperatorState;
 use crate::coordinator::{Command, Coordinator, CoordinatorConfig, VertexInfo};
@@ -10,14 +12,14 @@ use crate::lease::Lease;
 use crate::metrics::JobMetrics;
 use crate::operator::TaskInfo;
 use crate::plan::{redistribute, upstream_tasks};
-use crate::restore::{check_earlier_output, fingerprint, lineage, resolve_restore};
+use crate::restore::{check_earlier_output, fingerprint, latest_of_job, lineage, resolve_restore};
 use crate::storage::CheckpointStorage;
 use crate::task::{InputChannel, Task};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
-use weir_common::{CheckpointId, Error, JobId, Result};
+use weir_common::{Backoff, CheckpointId, Error, JobId, RestartStrategy, Result};
 
 /// Where to restore from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct JobOptions {
     pub source_idle_timeout: Option<Duration>,
     /// See [`crate::lease`] (`execution.checkpointing.lease-timeout`).
     pub lease_timeout: Duration,
+    /// What a failure does (`restart-strategy.*`).
+    pub restart: RestartStrategy,
 }
 
 impl Default for JobOptions {
@@ -65,6 +69,7 @@ impl Default for JobOptions {
             channel_capacity: 8,
             source_idle_timeout: None,
             lease_timeout: Duration::from_secs(30),
+            restart: RestartStrategy::None,
         }
     }
 }
@@ -82,6 +87,7 @@ impl JobOptions {
             max_parallelism: config.max_parallelism(),
             source_idle_timeout: config.source_idle_timeout(),
             lease_timeout: config.lease_timeout(),
+            restart: config.restart_strategy(),
             ..Self::default()
         }
     }
@@ -96,6 +102,8 @@ pub struct JobOutcome {
     pub last_checkpoint: Option<String>,
     /// Location of the checkpoint the job restored from.
     pub restored_from: Option<String>,
+    /// Restarts after failures (see [`RestartStrategy`]).
+    pub restarts: u64,
 }
 
 /// A running job.
@@ -189,248 +197,33 @@ impl JobController {
 /// Starts `graph`. Vertices connected by forward edges of equal parallelism are chained.
 ///
 /// With a checkpoint folder the run first claims it ([`Lease`]); a folder another run
-/// holds is an error naming that run.
+/// holds is an error naming that run. An error while the first attempt is set up (a bad
+/// option, a missing bucket, a checkpoint that cannot restore) is returned here; failures
+/// of the running job go through `opts.restart`.
 pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
     let job_fingerprint = fingerprint(&graph);
     let graph = graph.chained();
-    let storage = CheckpointStorage::at(
-        opts.checkpoint_dir
-            .as_deref()
-            .unwrap_or("memory://weir-checkpoints"),
-        opts.job_id,
-    )?;
     let lease = match &opts.checkpoint_dir {
         Some(dir) => Some(Lease::acquire(dir, opts.job_id, opts.lease_timeout).await?),
         None => None,
     };
-    let fence = lease.as_ref().map(Lease::fence).unwrap_or_default();
-
-    // Restore.
-    let (restored, mut loaded) = match resolve_restore(&graph, &opts).await? {
-        Some((r, loaded)) => (Some(r), loaded),
-        None => (None, Vec::new()),
-    };
-    let lineage = lineage(restored.as_ref(), &opts, job_fingerprint);
-    let metrics = Arc::new(JobMetrics::default());
-    let attempt = uuid::Uuid::new_v4();
-    let task_info = |vertex: &crate::graph::Vertex, subtask: usize| TaskInfo {
-        job_id: opts.job_id,
-        attempt,
-        lineage: lineage.clone(),
+    let run = Run {
+        graph,
         job_fingerprint,
-        fence: fence.clone(),
-        vertex_uid: vertex.uid.clone(),
-        vertex_name: vertex.name.clone(),
-        subtask,
-        parallelism: vertex.parallelism,
-        max_parallelism: opts.max_parallelism,
-        metrics: metrics.clone(),
-        source_idle_timeout: opts.source_idle_timeout,
+        fence: lease.as_ref().map(Lease::fence).unwrap_or_default(),
+        metrics: Arc::new(JobMetrics::default()),
+        opts,
     };
-    if restored.is_none() {
-        check_earlier_output(&graph, &opts, &task_info).await?;
-    }
-    let next_id = restored
-        .as_ref()
-        .map(|r| r.metadata.checkpoint_id.0 + 1)
-        .unwrap_or(1);
-
-    let (event_tx, event_rx) = mpsc::unbounded_channel();
+    let first = run.prepare(run.opts.restore.clone(), true).await?;
     let (cmd_tx, cmd_rx) = mpsc::channel(16);
-
-    // Channels: one per (upstream subtask, downstream subtask) pair of every edge.
-    let n = graph.vertices.len();
-    let mut out_edges: Vec<Vec<Vec<OutEdge>>> = graph
-        .vertices
-        .iter()
-        .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
-        .collect();
-    let mut in_channels: Vec<Vec<Vec<InputChannel>>> = graph
-        .vertices
-        .iter()
-        .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
-        .collect();
-    for e in &graph.edges {
-        let (fp, tp) = (
-            graph.vertices[e.from].parallelism,
-            graph.vertices[e.to].parallelism,
-        );
-        for (s, outs) in out_edges[e.from].iter_mut().enumerate() {
-            let targets: Vec<usize> = match e.partitioning {
-                Partitioning::Forward => {
-                    if fp != tp {
-                        return Err(Error::internal(
-                            "forward edge between different parallelisms",
-                        ));
-                    }
-                    vec![s]
-                }
-                _ => (0..tp).collect(),
-            };
-            let mut senders = Vec::new();
-            for t in targets {
-                let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
-                senders.push(tx);
-                in_channels[e.to][t].push(InputChannel::new(rx, e.input));
-            }
-            outs.push(OutEdge {
-                partitioning: e.partitioning.clone(),
-                channels: senders,
-                next: s,
-                max_parallelism: opts.max_parallelism,
-            });
-        }
-    }
-
-    let mut controls = Vec::with_capacity(n);
-    let mut tasks = Vec::new();
-    for (v, vertex) in graph.vertices.iter().enumerate() {
-        let entry = restored
-            .as_ref()
-            .and_then(|r| r.metadata.vertex(&vertex.uid));
-        let finished_on_restore = entry.is_some_and(|e| e.fully_finished());
-        // Gather the state of every old subtask, per chain position, and split it anew.
-        let (mut source_states, mut op_states) = (None, vec![None; vertex.operators.len()]);
-        if restored.is_some() && entry.is_some() {
-            let mut src: Vec<OperatorState> = Vec::new();
-            let mut ops: Vec<Vec<OperatorState>> = vec![Vec::new(); vertex.operators.len()];
-            for snap in std::mem::take(&mut loaded[v]) {
-                src.extend(snap.source);
-                if snap.operators.len() != ops.len() {
-                    return Err(Error::Checkpoint(format!(
-                        "checkpoint state of '{}' has {} operators, the job has {}",
-                        vertex.name,
-                        snap.operators.len(),
-                        ops.len()
-                    )));
-                }
-                for (slot, st) in ops.iter_mut().zip(snap.operators) {
-                    slot.push(st);
-                }
-            }
-            source_states = Some(redistribute(&src, vertex.parallelism, opts.max_parallelism));
-            op_states = ops
-                .iter()
-                .map(|o| Some(redistribute(o, vertex.parallelism, opts.max_parallelism)))
-                .collect();
-        }
-        let mut vertex_controls = Vec::new();
-        for s in 0..vertex.parallelism {
-            let info = task_info(vertex, s);
-            let source = match &vertex.source {
-                Some(f) => Some(f.create(&info, source_states.as_ref().map(|st| st[s].clone()))?),
-                None => None,
-            };
-            let operators = vertex
-                .operators
-                .iter()
-                .map(|f| f.create(&info))
-                .collect::<Result<Vec<_>>>()?;
-            let restored_ops = op_states
-                .iter()
-                .map(|o| o.as_ref().map(|st| st[s].clone()))
-                .collect();
-            let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-            vertex_controls.push(ctl_tx);
-            tasks.push(Task {
-                info,
-                task_ref: (v, s),
-                source,
-                operators,
-                restored: restored_ops,
-                finished_on_restore,
-                last_is_sink: vertex.operators.last().is_some_and(|o| o.is_sink()),
-                inputs: std::mem::take(&mut in_channels[v][s]),
-                output: OutputWriter {
-                    subtask: s,
-                    edges: std::mem::take(&mut out_edges[v][s]),
-                },
-                control: ctl_rx,
-                events: event_tx.clone(),
-                storage: storage.clone(),
-                checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
-                idle_timeout: opts.source_idle_timeout,
-            });
-        }
-        controls.push(vertex_controls);
-    }
-    drop(event_tx);
-
-    let coordinator = Coordinator {
-        job_id: opts.job_id,
-        lineage: lineage.clone(),
-        fence: fence.clone(),
-        vertices: graph
-            .vertices
-            .iter()
-            .map(|v| VertexInfo {
-                uid: v.uid.clone(),
-                name: v.name.clone(),
-                parallelism: v.parallelism,
-            })
-            .collect(),
-        upstream: upstream_tasks(&graph),
-        controls,
-        storage,
-        config: CoordinatorConfig {
-            interval: opts.checkpoint_interval,
-            timeout: opts.checkpoint_timeout,
-            min_pause: opts.min_pause,
-            retained: opts.retained,
-            checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
-            max_parallelism: opts.max_parallelism,
-        },
-        metrics: metrics.clone(),
-        next_id,
-        events: event_rx,
-        commands: cmd_rx,
-        aborted: Vec::new(),
-    };
-
-    let restored_from = restored.as_ref().map(|r| r.location.clone());
-    let job_id = opts.job_id;
-    let restored_from2 = restored_from.clone();
+    let (job_id, metrics) = (run.opts.job_id, run.metrics.clone());
+    let restored_from = first.restored_from.clone();
     let join = tokio::spawn(async move {
-        let mut set = JoinSet::new();
-        for t in tasks {
-            set.spawn(t.run());
-        }
-        let coordinator = tokio::spawn(coordinator.run());
-        let mut failure: Option<Error> = None;
-        while let Some(joined) = set.join_next().await {
-            let result = match joined {
-                Ok(r) => r,
-                Err(e) if e.is_cancelled() => Err(Error::Cancelled),
-                Err(e) => Err(Error::internal(format!("a task panicked: {e}"))),
-            };
-            if let Err(e) = result {
-                let replace = match &failure {
-                    None => true,
-                    Some(Error::Cancelled) => !matches!(e, Error::Cancelled),
-                    Some(_) => false,
-                };
-                if replace {
-                    failure = Some(e);
-                }
-                set.abort_all();
-                coordinator.abort();
-            }
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        let outcome = coordinator
-            .await
-            .map_err(|e| Error::internal(format!("checkpoint coordinator failed: {e}")))??;
-        if let Some(lease) = lease {
+        let outcome = run.supervise(first, cmd_rx).await;
+        if let (Some(lease), Ok(_)) = (lease, &outcome) {
             lease.release().await;
         }
-        Ok(JobOutcome {
-            job_id,
-            checkpoints_completed: outcome.checkpoints_completed,
-            last_checkpoint: outcome.last_checkpoint,
-            restored_from: restored_from2,
-        })
+        outcome
     });
     Ok(JobHandle {
         job_id,
@@ -440,3 +233,421 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         join,
     })
 }
+
+/// What stays the same over the attempts of one run of a job.
+struct Run {
+    graph: JobGraph,
+    job_fingerprint: u64,
+    fence: crate::lease::Fence,
+    metrics: Arc<JobMetrics>,
+    opts: JobOptions,
+}
+
+/// One attempt at running the job: its tasks and checkpoint coordinator, ready to go.
+struct Attempt {
+    tasks: Vec<Task>,
+    coordinator: Coordinator,
+    /// Commands for this attempt's coordinator.
+    commands: mpsc::Sender<Command>,
+    restored_from: Option<String>,
+}
+
+/// Aborts a spawned task when dropped (the job's supervisor was cancelled).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Run {
+    /// Runs attempts until one ends well, or a failure the restart strategy does not
+    /// restart. Commands from the [`JobHandle`] go to the current attempt.
+    async fn supervise(
+        &self,
+        first: Attempt,
+        mut commands: mpsc::Receiver<Command>,
+    ) -> Result<JobOutcome> {
+        let job_id = self.opts.job_id;
+        let restored_from = first.restored_from.clone();
+        let mut backoff = Backoff::new(self.opts.restart.clone());
+        let mut attempt = Some(first);
+        let mut restarts = 0u64;
+        loop {
+            let result = match attempt.take() {
+                Some(a) => Self::run_attempt(a, &mut commands).await,
+                None => Err(Error::internal("no attempt to run")),
+            };
+            let error = match result {
+                Ok(outcome) => {
+                    return Ok(JobOutcome {
+                        job_id,
+                        checkpoints_completed: self.metrics.checkpoints_completed(),
+                        last_checkpoint: outcome.last_checkpoint,
+                        restored_from,
+                        restarts,
+                    });
+                }
+                Err(e) => e,
+            };
+            // Set up the next attempt; a failure to do so (the checkpoint store is
+            // down) counts as one more failure.
+            let mut error = Some(error);
+            while let Some(e) = error.take() {
+                self.metrics.record_failure(&e);
+                let delay = if matches!(e, Error::Cancelled) || self.fence.check().is_err() {
+                    None
+                } else {
+                    backoff.on_failure(Instant::now())
+                };
+                let Some(delay) = delay else {
+                    if restarts > 0 || !matches!(self.opts.restart, RestartStrategy::None) {
+                        tracing::warn!(
+                            "job {job_id} failed and is not restarted again (restart strategy \
+                             {}, {restarts} restarts so far): {e}",
+                            self.opts.restart
+                        );
+                    }
+                    return Err(e);
+                };
+                tracing::warn!(
+                    "job {job_id} failed: {e}; restarting from its latest completed checkpoint \
+                     in {} ms (restart {}; restart strategy {})",
+                    delay.as_millis(),
+                    restarts + 1,
+                    self.opts.restart
+                );
+                self.metrics.restarting(true);
+                tokio::time::sleep(delay).await;
+                restarts += 1;
+                self.metrics.count_restart();
+                match self.restart_point(restored_from.as_deref()).await {
+                    Ok(from) => {
+                        let shown = from
+                            .as_ref()
+                            .map(|f| format!("checkpoint '{f}'"))
+                            .unwrap_or_else(|| "the beginning (no checkpoint yet)".into());
+                        match self.prepare(from.map(RestoreFrom::Path), false).await {
+                            Ok(a) => {
+                                tracing::info!("job {job_id} restarted from {shown}");
+                                attempt = Some(a);
+                            }
+                            Err(e) => error = Some(e),
+                        }
+                    }
+                    Err(e) => error = Some(e),
+                }
+                self.metrics.restarting(false);
+            }
+        }
+    }
+
+    /// Where a restart resumes: the newest sound checkpoint this job completed, else what
+    /// the run started from (a checkpoint or savepoint given, or the beginning).
+    async fn restart_point(&self, started_from: Option<&str>) -> Result<Option<String>> {
+        let base = self
+            .opts
+            .checkpoint_dir
+            .as_deref()
+            .unwrap_or(MEMORY_CHECKPOINTS);
+        if let Some(location) = latest_of_job(base, self.opts.job_id).await? {
+            return Ok(Some(location));
+        }
+        Ok(started_from.map(str::to_string))
+    }
+
+    /// Runs one attempt to its end: the coordinator's outcome, or the first failure
+    /// (which cancels the attempt's other tasks).
+    async fn run_attempt(
+        attempt: Attempt,
+        commands: &mut mpsc::Receiver<Command>,
+    ) -> Result<crate::coordinator::CoordinatorOutcome> {
+        let mut set = JoinSet::new();
+        for t in attempt.tasks {
+            set.spawn(t.run());
+        }
+        let mut coordinator = AbortOnDrop(tokio::spawn(attempt.coordinator.run()));
+        let mut outcome: Option<crate::coordinator::CoordinatorOutcome> = None;
+        let mut coordinator_done = false;
+        let mut failure: Option<Error> = None;
+        let mut commands_open = true;
+        let fail = |failure: &mut Option<Error>, e: Error| {
+            let replace = match failure {
+                None => true,
+                Some(Error::Cancelled) => !matches!(e, Error::Cancelled),
+                Some(_) => false,
+            };
+            if replace {
+                *failure = Some(e);
+            }
+        };
+        while !set.is_empty() {
+            tokio::select! {
+                joined = set.join_next() => {
+                    let result = match joined {
+                        Some(Ok(r)) => r,
+                        Some(Err(e)) if e.is_cancelled() => Err(Error::Cancelled),
+                        Some(Err(e)) => Err(Error::internal(format!("a task panicked: {e}"))),
+                        None => Ok(()),
+                    };
+                    if let Err(e) = result {
+                        fail(&mut failure, e);
+                        set.abort_all();
+                        coordinator.0.abort();
+                    }
+                }
+                done = &mut coordinator.0, if !coordinator_done => {
+                    coordinator_done = true;
+                    match done {
+                        Ok(Ok(o)) => outcome = Some(o),
+                        Ok(Err(e)) => {
+                            fail(&mut failure, e);
+                            set.abort_all();
+                        }
+                        Err(e) if e.is_cancelled() => {}
+                        Err(e) => {
+                            fail(&mut failure, Error::internal(format!("checkpoint coordinator failed: {e}")));
+                            set.abort_all();
+                        }
+                    }
+                }
+                cmd = commands.recv(), if commands_open => match cmd {
+                    // A command the attempt's coordinator cannot take any more is
+                    // dropped: its caller hears that the job ended.
+                    Some(cmd) => { let _ = attempt.commands.send(cmd).await; }
+                    None => commands_open = false,
+                },
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if !coordinator_done {
+            outcome =
+                Some((&mut coordinator.0).await.map_err(|e| {
+                    Error::internal(format!("checkpoint coordinator failed: {e}"))
+                })??);
+        }
+        outcome
+            .ok_or_else(|| Error::internal("the checkpoint coordinator ended without an outcome"))
+    }
+
+    /// Builds the tasks and the coordinator of an attempt that restores from `restore`
+    /// (nothing: from scratch). `first` is the run's first attempt, which checks for
+    /// earlier runs' output.
+    async fn prepare(&self, restore: Option<RestoreFrom>, first: bool) -> Result<Attempt> {
+        let (graph, metrics) = (&self.graph, &self.metrics);
+        let opts = JobOptions {
+            restore,
+            ..self.opts.clone()
+        };
+        let storage = CheckpointStorage::at(
+            opts.checkpoint_dir.as_deref().unwrap_or(MEMORY_CHECKPOINTS),
+            opts.job_id,
+        )?;
+        let (restored, mut loaded) = match resolve_restore(graph, &opts).await? {
+            Some((r, loaded)) => (Some(r), loaded),
+            None => (None, Vec::new()),
+        };
+        let lineage = lineage(restored.as_ref(), &opts, self.job_fingerprint);
+        let attempt = uuid::Uuid::new_v4();
+        let task_info = |vertex: &crate::graph::Vertex, subtask: usize| TaskInfo {
+            job_id: opts.job_id,
+            attempt,
+            lineage: lineage.clone(),
+            job_fingerprint: self.job_fingerprint,
+            fence: self.fence.clone(),
+            vertex_uid: vertex.uid.clone(),
+            vertex_name: vertex.name.clone(),
+            subtask,
+            parallelism: vertex.parallelism,
+            max_parallelism: opts.max_parallelism,
+            metrics: metrics.clone(),
+            source_idle_timeout: opts.source_idle_timeout,
+        };
+        if restored.is_none() && first {
+            check_earlier_output(graph, &opts, &task_info).await?;
+        }
+        // Checkpoint ids keep growing over attempts (as in Flink): a failed attempt may
+        // have left a partial folder for the id after the one restored.
+        let restored_id = restored.as_ref().map(|r| r.metadata.checkpoint_id.0);
+        let triggered = metrics.last_triggered();
+        let next_id = restored_id.unwrap_or(0).max(triggered) + 1;
+        let aborted = ((restored_id.unwrap_or(0) + 1)..=triggered)
+            .map(CheckpointId)
+            .collect();
+
+        let (event_tx, event_rx) = mpsc::unbounded_channel();
+        let (cmd_tx, cmd_rx) = mpsc::channel(16);
+
+        // Channels: one per (upstream subtask, downstream subtask) pair of every edge.
+        let n = graph.vertices.len();
+        let mut out_edges: Vec<Vec<Vec<OutEdge>>> = graph
+            .vertices
+            .iter()
+            .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
+            .collect();
+        let mut in_channels: Vec<Vec<Vec<InputChannel>>> = graph
+            .vertices
+            .iter()
+            .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
+            .collect();
+        for e in &graph.edges {
+            let (fp, tp) = (
+                graph.vertices[e.from].parallelism,
+                graph.vertices[e.to].parallelism,
+            );
+            for (s, outs) in out_edges[e.from].iter_mut().enumerate() {
+                let targets: Vec<usize> = match e.partitioning {
+                    Partitioning::Forward => {
+                        if fp != tp {
+                            return Err(Error::internal(
+                                "forward edge between different parallelisms",
+                            ));
+                        }
+                        vec![s]
+                    }
+                    _ => (0..tp).collect(),
+                };
+                let mut senders = Vec::new();
+                for t in targets {
+                    let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
+                    senders.push(tx);
+                    in_channels[e.to][t].push(InputChannel::new(rx, e.input));
+                }
+                outs.push(OutEdge {
+                    partitioning: e.partitioning.clone(),
+                    channels: senders,
+                    next: s,
+                    max_parallelism: opts.max_parallelism,
+                });
+            }
+        }
+
+        let mut controls = Vec::with_capacity(n);
+        let mut tasks = Vec::new();
+        for (v, vertex) in graph.vertices.iter().enumerate() {
+            let entry = restored
+                .as_ref()
+                .and_then(|r| r.metadata.vertex(&vertex.uid));
+            let finished_on_restore = entry.is_some_and(|e| e.fully_finished());
+            // Gather the state of every old subtask, per chain position, and split it anew.
+            let (mut source_states, mut op_states) = (None, vec![None; vertex.operators.len()]);
+            if restored.is_some() && entry.is_some() {
+                let mut src: Vec<OperatorState> = Vec::new();
+                let mut ops: Vec<Vec<OperatorState>> = vec![Vec::new(); vertex.operators.len()];
+                for snap in std::mem::take(&mut loaded[v]) {
+                    src.extend(snap.source);
+                    if snap.operators.len() != ops.len() {
+                        return Err(Error::Checkpoint(format!(
+                            "checkpoint state of '{}' has {} operators, the job has {}",
+                            vertex.name,
+                            snap.operators.len(),
+                            ops.len()
+                        )));
+                    }
+                    for (slot, st) in ops.iter_mut().zip(snap.operators) {
+                        slot.push(st);
+                    }
+                }
+                source_states = Some(redistribute(&src, vertex.parallelism, opts.max_parallelism));
+                op_states = ops
+                    .iter()
+                    .map(|o| Some(redistribute(o, vertex.parallelism, opts.max_parallelism)))
+                    .collect();
+            }
+            let mut vertex_controls = Vec::new();
+            for s in 0..vertex.parallelism {
+                let info = task_info(vertex, s);
+                let source = match &vertex.source {
+                    Some(f) => {
+                        Some(f.create(&info, source_states.as_ref().map(|st| st[s].clone()))?)
+                    }
+                    None => None,
+                };
+                let operators = vertex
+                    .operators
+                    .iter()
+                    .map(|f| f.create(&info))
+                    .collect::<Result<Vec<_>>>()?;
+                let restored_ops = op_states
+                    .iter()
+                    .map(|o| o.as_ref().map(|st| st[s].clone()))
+                    .collect();
+                let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+                vertex_controls.push(ctl_tx);
+                tasks.push(Task {
+                    info,
+                    task_ref: (v, s),
+                    source,
+                    operators,
+                    restored: restored_ops,
+                    finished_on_restore,
+                    last_is_sink: vertex.operators.last().is_some_and(|o| o.is_sink()),
+                    inputs: std::mem::take(&mut in_channels[v][s]),
+                    output: OutputWriter {
+                        subtask: s,
+                        edges: std::mem::take(&mut out_edges[v][s]),
+                    },
+                    control: ctl_rx,
+                    events: event_tx.clone(),
+                    storage: storage.clone(),
+                    checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
+                    idle_timeout: opts.source_idle_timeout,
+                });
+            }
+            controls.push(vertex_controls);
+        }
+        drop(event_tx);
+
+        let coordinator = Coordinator {
+            job_id: opts.job_id,
+            lineage: lineage.clone(),
+            fence: self.fence.clone(),
+            vertices: graph
+                .vertices
+                .iter()
+                .map(|v| VertexInfo {
+                    uid: v.uid.clone(),
+                    name: v.name.clone(),
+                    parallelism: v.parallelism,
+                })
+                .collect(),
+            upstream: upstream_tasks(graph),
+            controls,
+            storage,
+            config: CoordinatorConfig {
+                interval: opts.checkpoint_interval,
+                timeout: opts.checkpoint_timeout,
+                min_pause: opts.min_pause,
+                retained: opts.retained,
+                checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
+                max_parallelism: opts.max_parallelism,
+            },
+            metrics: metrics.clone(),
+            next_id,
+            events: event_rx,
+            commands: cmd_rx,
+            aborted,
+            completed_before: restored_id
+                .filter(|_| {
+                    restored
+                        .as_ref()
+                        .is_some_and(|r| r.metadata.job_id == opts.job_id.to_string())
+                })
+                .map(CheckpointId)
+                .into_iter()
+                .collect(),
+        };
+        Ok(Attempt {
+            tasks,
+            coordinator,
+            commands: cmd_tx,
+            restored_from: restored.as_ref().map(|r| r.location.clone()),
+        })
+    }
+}
+
+/// Where checkpoints go when no folder is set: this process's memory.
+const MEMORY_CHECKPOINTS: &str = "memory://weir-checkpoints";

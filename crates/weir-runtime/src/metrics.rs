@@ -1,6 +1,7 @@
 //! Counters shared between tasks and whoever watches the job (the CLI's progress line).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Job-wide counters; updated with relaxed atomics.
 #[derive(Debug, Default)]
@@ -22,6 +23,14 @@ pub struct JobMetrics {
     /// Records (or fields) sources skipped as unreadable (`*.ignore-parse-errors`);
     /// Flink's `numRecordsInErrors`.
     pub records_in_errors: AtomicU64,
+    /// Id of the last checkpoint triggered, over every attempt (ids keep growing).
+    pub last_triggered: AtomicU64,
+    /// Restarts after failures (Flink's `numRestarts`).
+    pub restarts: AtomicU64,
+    /// The job failed and waits to restart.
+    pub restarting: AtomicBool,
+    /// The last failure: when (ms since the epoch) and its message.
+    pub last_failure: Mutex<Option<(u64, String)>>,
 }
 
 impl JobMetrics {
@@ -51,6 +60,32 @@ impl JobMetrics {
     }
     pub fn count_records_in_errors(&self, n: u64) {
         self.records_in_errors.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn last_triggered(&self) -> u64 {
+        self.last_triggered.load(Ordering::Relaxed)
+    }
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+    pub fn is_restarting(&self) -> bool {
+        self.restarting.load(Ordering::Relaxed)
+    }
+    /// The last failure's time (ms since the epoch) and message.
+    pub fn last_failure(&self) -> Option<(u64, String)> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    pub(crate) fn record_failure(&self, e: &weir_common::Error) {
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((weir_common::now_ms(), e.to_string()));
+    }
+    pub(crate) fn restarting(&self, yes: bool) {
+        self.restarting.store(yes, Ordering::Relaxed);
+    }
+    pub(crate) fn count_restart(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
     }
     /// Replaces one task's share of `state_bytes` (`old` by `new`).
     pub fn report_state(&self, old: u64, new: u64) {

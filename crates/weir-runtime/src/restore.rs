@@ -91,6 +91,23 @@ pub(crate) async fn resolve_restore(
     Ok(None)
 }
 
+/// The newest sound checkpoint that job `job_id` completed under `base` (a restart's
+/// starting point; other jobs' checkpoints in the folder are not its own).
+pub(crate) async fn latest_of_job(
+    base: &str,
+    job_id: weir_common::JobId,
+) -> Result<Option<String>> {
+    let job = job_id.to_string();
+    for candidate in RestoredCheckpoint::all_latest_first(base).await? {
+        match candidate {
+            Ok(c) if c.metadata.job_id == job => return Ok(Some(c.location)),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("not restarting from a corrupt checkpoint: {e}"),
+        }
+    }
+    Ok(None)
+}
+
 /// Identifies a job graph's shape (see [`TaskInfo::job_fingerprint`]).
 pub(crate) fn fingerprint(graph: &JobGraph) -> u64 {
     use std::hash::Hasher;

@@ -586,7 +586,7 @@ impl Task {
             .storage
             .write_task_state(barrier.id, &file, &snapshot)
             .await?;
-        weir_common::failpoint("after-task-state");
+        weir_common::failpoint("after-task-state")?;
         // A task stopped without drain resumes from this state: it is not finished.
         let status = match (st.phase, st.stop_mode) {
             (Phase::Running, _) | (_, Some(StopMode::NoDrain)) => SubtaskStatus::Running,

@@ -336,7 +336,7 @@ impl FileWriter {
                 let upload_id = mp.create_multipart(&target).await?;
                 // A crash here leaves an upload nothing records: a restore finds it by
                 // listing the uploads in progress.
-                weir_common::failpoint("after-upload-created");
+                weir_common::failpoint("after-upload-created")?;
                 let marker = self
                     .root
                     .clone()
@@ -366,7 +366,7 @@ impl FileWriter {
                 })
             }
         };
-        weir_common::failpoint("after-pending-upload");
+        weir_common::failpoint("after-pending-upload")?;
         self.ready.push(committable);
         Ok(())
     }
@@ -576,7 +576,7 @@ impl Committer for FileCommitter {
             self.delete_marker(c).await;
             return Ok(());
         }
-        weir_common::failpoint("commit-before-publish");
+        weir_common::failpoint("commit-before-publish")?;
         let published = match kind {
             "multipart" => {
                 let mp = self.multipart.as_ref().ok_or_else(|| {
@@ -625,7 +625,7 @@ impl Committer for FileCommitter {
                 )));
             }
         }
-        weir_common::failpoint("commit-after-publish");
+        weir_common::failpoint("commit-after-publish")?;
         self.delete_marker(c).await;
         Ok(())
     }

@@ -224,11 +224,11 @@ impl Transactions {
                 producer
                     .send_offsets_to_transaction(&marker, group.as_ref(), TRANSACTION_TIMEOUT)
                     .map_err(fail)?;
-                weir_common::failpoint("commit-before-publish");
+                weir_common::failpoint("commit-before-publish").map_err(|e| e.to_string())?;
                 producer
                     .commit_transaction(TRANSACTION_TIMEOUT)
                     .map_err(fail)?;
-                weir_common::failpoint("commit-after-publish");
+                weir_common::failpoint("commit-after-publish").map_err(|e| e.to_string())?;
                 match Deliveries::first_failure(&failed) {
                     Some(e) => Err(e),
                     None => Ok(()),

@@ -213,6 +213,27 @@ pub static KEYS: &[KeyInfo] = &[
         Duration,
         "failure-rate: wait before each restart."
     ),
+    key!(
+        "rest.port",
+        [],
+        "",
+        Count,
+        "Port of the REST API and web dashboard (unset: no server; 0: any free port, printed at start)."
+    ),
+    key!(
+        "rest.bind-address",
+        [],
+        "127.0.0.1",
+        Text,
+        "Address the REST API, dashboard and Prometheus endpoint listen on (loopback by default)."
+    ),
+    key!(
+        "metrics.reporter.prom.port",
+        [],
+        "",
+        Count,
+        "Port of a Prometheus text endpoint (/metrics) with the job, vertex and subtask metrics (unset: off; 0: any free port)."
+    ),
     key!("pipeline.name", [], "", Text, "Name of the job."),
     key!(
         "pipeline.max-parallelism",
@@ -484,6 +505,22 @@ impl Config {
                 delay: duration("restart-strategy.failure-rate.delay"),
             },
         }
+    }
+
+    /// `rest.port`, when set.
+    pub fn rest_port(&self) -> Option<u16> {
+        self.raw("rest.port").and_then(|p| p.trim().parse().ok())
+    }
+
+    /// `metrics.reporter.prom.port`, when set.
+    pub fn prometheus_port(&self) -> Option<u16> {
+        self.raw("metrics.reporter.prom.port")
+            .and_then(|p| p.trim().parse().ok())
+    }
+
+    /// `rest.bind-address`.
+    pub fn rest_bind_address(&self) -> String {
+        self.raw_or_default("rest.bind-address").to_string()
     }
 
     /// `table.exec.source.idle-timeout`, when set.

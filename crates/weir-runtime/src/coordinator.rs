@@ -270,6 +270,21 @@ impl Coordinator {
         for (v, s) in &plan.trigger {
             let _ = self.controls[*v][*s].send(control.clone());
         }
+        let subtasks = plan.wait_for.len();
+        let savepoint = stop.is_some();
+        self.metrics.update_checkpoints(|h| {
+            h.recent.push_back(crate::metrics::CheckpointStats {
+                id: id.0,
+                status: crate::metrics::CheckpointStatus::InProgress,
+                savepoint,
+                trigger_ms: weir_common::now_ms(),
+                duration_ms: 0,
+                state_size: 0,
+                acknowledged: 0,
+                subtasks,
+                failure: None,
+            })
+        });
         Some(Pending {
             id,
             started: Instant::now(),
@@ -379,6 +394,18 @@ impl Coordinator {
             .last_checkpoint_ms
             .store(p.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         outcome.checkpoints_completed += 1;
+        let state_size = p.acks.values().map(|a| a.digest.size).sum();
+        let acknowledged = p.acks.len();
+        let duration_ms = p.started.elapsed().as_millis() as u64;
+        self.metrics.update_checkpoints(|h| {
+            h.completed += 1;
+            if let Some(c) = h.recent.iter_mut().rev().find(|c| c.id == p.id.0) {
+                c.status = crate::metrics::CheckpointStatus::Completed;
+                c.duration_ms = duration_ms;
+                c.state_size = state_size;
+                c.acknowledged = acknowledged;
+            }
+        });
         outcome.last_checkpoint = Some(self.storage.describe(p.id));
         tracing::debug!(checkpoint = p.id.0, "checkpoint complete");
         for (v, subtasks) in self.controls.iter().enumerate() {
@@ -408,6 +435,17 @@ impl Coordinator {
 
     async fn abort(&mut self, p: Pending, why: &str) {
         tracing::info!("checkpoint {} aborted: {why}", p.id);
+        let duration_ms = p.started.elapsed().as_millis() as u64;
+        let acknowledged = p.acks.len();
+        self.metrics.update_checkpoints(|h| {
+            h.failed += 1;
+            if let Some(c) = h.recent.iter_mut().rev().find(|c| c.id == p.id.0) {
+                c.status = crate::metrics::CheckpointStatus::Failed;
+                c.duration_ms = duration_ms;
+                c.acknowledged = acknowledged;
+                c.failure = Some(why.to_string());
+            }
+        });
         for subtasks in &self.controls {
             for ctl in subtasks {
                 let _ = ctl.send(Control::Aborted(p.id));

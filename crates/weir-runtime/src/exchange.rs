@@ -3,9 +3,12 @@
 
 use crate::graph::Partitioning;
 use crate::message::Message;
+use crate::metrics::TaskMetrics;
 use arrow::array::{RecordBatch, UInt32Array};
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 use tokio::sync::mpsc::Sender;
+use tokio::sync::mpsc::error::TrySendError;
 use weir_common::{Error, Result};
 
 /// Key group of a hash (Flink: `murmur(key) % maxParallelism`).
@@ -37,14 +40,24 @@ pub(crate) struct OutEdge {
     pub channels: Vec<Sender<Message>>,
     pub next: usize,
     pub max_parallelism: usize,
+    /// The sending task's metrics: time spent waiting for a full channel counts as
+    /// back-pressure.
+    pub metrics: Arc<TaskMetrics>,
 }
 
 impl OutEdge {
     async fn send(&self, channel: usize, msg: Message) -> Result<()> {
-        self.channels[channel]
-            .send(msg)
-            .await
-            .map_err(|_| Error::Cancelled)
+        let tx = &self.channels[channel];
+        match tx.try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Closed(_)) => Err(Error::Cancelled),
+            Err(TrySendError::Full(msg)) => {
+                let since = std::time::Instant::now();
+                let sent = tx.send(msg).await.map_err(|_| Error::Cancelled);
+                TaskMetrics::add_ns(&self.metrics.backpressured_ns, since.elapsed());
+                sent
+            }
+        }
     }
 
     async fn send_data(&mut self, subtask: usize, batch: RecordBatch) -> Result<()> {
@@ -99,11 +112,15 @@ impl OutEdge {
 pub(crate) struct OutputWriter {
     pub subtask: usize,
     pub edges: Vec<OutEdge>,
+    pub metrics: Arc<TaskMetrics>,
 }
 
 impl OutputWriter {
     pub async fn data(&mut self, batch: RecordBatch) -> Result<()> {
         let subtask = self.subtask;
+        if !self.edges.is_empty() {
+            self.metrics.count_out(&batch);
+        }
         for edge in &mut self.edges {
             edge.send_data(subtask, batch.clone()).await?;
         }

@@ -158,6 +158,7 @@ impl JobHandle {
     pub fn controller(&self) -> JobController {
         JobController {
             commands: self.commands.clone(),
+            abort: Arc::new(self.join.abort_handle()),
         }
     }
 
@@ -175,9 +176,15 @@ impl JobHandle {
 #[derive(Clone)]
 pub struct JobController {
     commands: mpsc::Sender<Command>,
+    abort: Arc<tokio::task::AbortHandle>,
 }
 
 impl JobController {
+    /// Cancels the job (see [`JobHandle::cancel`]).
+    pub fn cancel(&self) {
+        self.abort.abort();
+    }
+
     /// See [`JobHandle::stop_with_savepoint`].
     pub async fn stop_with_savepoint(&self, drain: bool, dir: &str) -> Result<String> {
         let (tx, rx) = oneshot::channel();
@@ -207,11 +214,13 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         Some(dir) => Some(Lease::acquire(dir, opts.job_id, opts.lease_timeout).await?),
         None => None,
     };
+    let metrics = Arc::new(JobMetrics::default());
+    metrics.register_graph(&graph);
     let run = Run {
         graph,
         job_fingerprint,
         fence: lease.as_ref().map(Lease::fence).unwrap_or_default(),
-        metrics: Arc::new(JobMetrics::default()),
+        metrics,
         opts,
     };
     let first = run.prepare(run.opts.restore.clone(), true).await?;
@@ -450,6 +459,13 @@ impl Run {
             Some((r, loaded)) => (Some(r), loaded),
             None => (None, Vec::new()),
         };
+        if let Some(r) = &restored {
+            let (id, location) = (r.metadata.checkpoint_id.0, r.location.clone());
+            metrics.update_checkpoints(|h| {
+                h.restored += 1;
+                h.latest_restored = Some((id, location));
+            });
+        }
         let lineage = lineage(restored.as_ref(), &opts, self.job_fingerprint);
         let attempt = uuid::Uuid::new_v4();
         let task_info = |vertex: &crate::graph::Vertex, subtask: usize| TaskInfo {
@@ -521,6 +537,7 @@ impl Run {
                     channels: senders,
                     next: s,
                     max_parallelism: opts.max_parallelism,
+                    metrics: metrics.task(e.from, s),
                 });
             }
         }
@@ -589,12 +606,14 @@ impl Run {
                     output: OutputWriter {
                         subtask: s,
                         edges: std::mem::take(&mut out_edges[v][s]),
+                        metrics: metrics.task(v, s),
                     },
                     control: ctl_rx,
                     events: event_tx.clone(),
                     storage: storage.clone(),
                     checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
                     idle_timeout: opts.source_idle_timeout,
+                    metrics: metrics.task(v, s),
                 });
             }
             controls.push(vertex_controls);

@@ -1,7 +1,11 @@
-//! Counters shared between tasks and whoever watches the job (the CLI's progress line).
+//! Counters shared between tasks and whoever watches the job (the CLI's progress line, the
+//! REST API, the Prometheus endpoint): job-wide totals in [`JobMetrics`], one
+//! [`TaskMetrics`] per subtask of every (chained) vertex, and the checkpoint history.
+//! Everything is a relaxed atomic or a short lock: reading never stops a task.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Job-wide counters; updated with relaxed atomics.
 #[derive(Debug, Default)]
@@ -31,6 +35,192 @@ pub struct JobMetrics {
     pub restarting: AtomicBool,
     /// The last failure: when (ms since the epoch) and its message.
     pub last_failure: Mutex<Option<(u64, String)>>,
+    /// The failures of the job, newest last (at most [`HISTORY`]).
+    pub failures: Mutex<VecDeque<(u64, String)>>,
+    /// The (chained) vertices and edges of the job, with each subtask's metrics.
+    graph: RwLock<Vec<VertexMetrics>>,
+    edges: RwLock<Vec<EdgeInfo>>,
+    /// Checkpoints: counts and the most recent ones.
+    checkpoints: Mutex<CheckpointHistory>,
+    /// When the job started (ms since the epoch).
+    pub started_ms: AtomicU64,
+}
+
+/// How many failures and checkpoints the history keeps.
+pub const HISTORY: usize = 50;
+
+/// One vertex of the running job, as shown to users.
+#[derive(Debug, Clone)]
+pub struct VertexMetrics {
+    pub uid: String,
+    pub name: String,
+    pub parallelism: usize,
+    /// The vertex reads a source / ends in a sink.
+    pub is_source: bool,
+    pub is_sink: bool,
+    pub subtasks: Vec<Arc<TaskMetrics>>,
+}
+
+/// An edge between two vertices (indexes into [`JobMetrics::vertices`]).
+#[derive(Debug, Clone)]
+pub struct EdgeInfo {
+    pub from: usize,
+    pub to: usize,
+    /// `FORWARD`, `HASH[..]`, `REBALANCE`, `BROADCAST`.
+    pub partitioning: String,
+}
+
+/// What one subtask did. Times are cumulative nanoseconds: rates per second are computed
+/// by whoever samples them twice.
+#[derive(Debug)]
+pub struct TaskMetrics {
+    /// Rows that came into the task: from its input channels, or from its source.
+    pub records_in: AtomicU64,
+    /// In-memory size of those rows' Arrow buffers.
+    pub bytes_in: AtomicU64,
+    /// Rows sent downstream (a sink task: rows its sink took).
+    pub records_out: AtomicU64,
+    pub bytes_out: AtomicU64,
+    /// Time spent handling input, timers and control messages (back-pressure included).
+    pub active_ns: AtomicU64,
+    /// Time spent waiting for output channels that were full (Flink's back-pressure).
+    pub backpressured_ns: AtomicU64,
+    /// Time spent waiting for something to do.
+    pub idle_ns: AtomicU64,
+    /// The task's combined input watermark and the last watermark it sent (`i64::MIN`:
+    /// none yet).
+    pub input_watermark: AtomicI64,
+    pub output_watermark: AtomicI64,
+    /// Bytes of operator state as of the last snapshot.
+    pub state_bytes: AtomicU64,
+    /// Time from the first barrier of the last checkpoint to the last (alignment), ms.
+    pub alignment_ms: AtomicU64,
+    /// `true` once the task ended its input (FLIP-147 `FINISHED`).
+    pub finished: AtomicBool,
+}
+
+impl Default for TaskMetrics {
+    fn default() -> Self {
+        Self {
+            records_in: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            records_out: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            active_ns: AtomicU64::new(0),
+            backpressured_ns: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
+            input_watermark: AtomicI64::new(i64::MIN),
+            output_watermark: AtomicI64::new(i64::MIN),
+            state_bytes: AtomicU64::new(0),
+            alignment_ms: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A point-in-time copy of a [`TaskMetrics`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskSample {
+    pub records_in: u64,
+    pub bytes_in: u64,
+    pub records_out: u64,
+    pub bytes_out: u64,
+    pub busy_ns: u64,
+    pub backpressured_ns: u64,
+    pub idle_ns: u64,
+    pub input_watermark: Option<i64>,
+    pub output_watermark: Option<i64>,
+    pub state_bytes: u64,
+    pub alignment_ms: u64,
+    pub finished: bool,
+}
+
+impl TaskMetrics {
+    pub fn sample(&self) -> TaskSample {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let wm = |a: &AtomicI64| Some(a.load(Ordering::Relaxed)).filter(|w| *w != i64::MIN);
+        let backpressured_ns = load(&self.backpressured_ns);
+        TaskSample {
+            records_in: load(&self.records_in),
+            bytes_in: load(&self.bytes_in),
+            records_out: load(&self.records_out),
+            bytes_out: load(&self.bytes_out),
+            busy_ns: load(&self.active_ns).saturating_sub(backpressured_ns),
+            backpressured_ns,
+            idle_ns: load(&self.idle_ns),
+            input_watermark: wm(&self.input_watermark),
+            output_watermark: wm(&self.output_watermark),
+            state_bytes: load(&self.state_bytes),
+            alignment_ms: load(&self.alignment_ms),
+            finished: self.finished.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn count_in(&self, batch: &arrow::array::RecordBatch) {
+        self.records_in
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        self.bytes_in
+            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_out(&self, batch: &arrow::array::RecordBatch) {
+        self.records_out
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        self.bytes_out
+            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_ns(counter: &AtomicU64, d: std::time::Duration) {
+        counter.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The state of one checkpoint, as Flink's REST API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointStatus {
+    InProgress,
+    Completed,
+    Failed,
+}
+
+impl CheckpointStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointStatus::InProgress => "IN_PROGRESS",
+            CheckpointStatus::Completed => "COMPLETED",
+            CheckpointStatus::Failed => "FAILED",
+        }
+    }
+}
+
+/// One checkpoint or savepoint.
+#[derive(Debug, Clone)]
+pub struct CheckpointStats {
+    pub id: u64,
+    pub status: CheckpointStatus,
+    pub savepoint: bool,
+    /// When it was triggered (ms since the epoch).
+    pub trigger_ms: u64,
+    /// Trigger to completion (or failure), ms.
+    pub duration_ms: u64,
+    /// Bytes of state files written.
+    pub state_size: u64,
+    pub acknowledged: usize,
+    pub subtasks: usize,
+    /// Why it failed.
+    pub failure: Option<String>,
+}
+
+/// Counts and the most recent checkpoints.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointHistory {
+    pub completed: u64,
+    pub failed: u64,
+    pub restored: u64,
+    /// Newest last, at most [`HISTORY`].
+    pub recent: VecDeque<CheckpointStats>,
+    /// The checkpoint restored from, at the latest (re)start.
+    pub latest_restored: Option<(u64, String)>,
 }
 
 impl JobMetrics {
@@ -78,8 +268,102 @@ impl JobMetrics {
             .clone()
     }
     pub(crate) fn record_failure(&self, e: &weir_common::Error) {
-        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((weir_common::now_ms(), e.to_string()));
+        let failure = (weir_common::now_ms(), e.to_string());
+        let mut all = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        all.push_back(failure.clone());
+        while all.len() > HISTORY {
+            all.pop_front();
+        }
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
+    }
+
+    /// The job's failures, oldest first.
+    pub fn failures(&self) -> Vec<(u64, String)> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Records the job's (chained) graph; subtask metrics stay the same over restarts.
+    pub(crate) fn register_graph(&self, graph: &crate::graph::JobGraph) {
+        let vertices = graph
+            .vertices
+            .iter()
+            .map(|v| VertexMetrics {
+                uid: v.uid.clone(),
+                name: v.name.clone(),
+                parallelism: v.parallelism,
+                is_source: v.source.is_some(),
+                is_sink: v.operators.last().is_some_and(|o| o.is_sink()),
+                subtasks: (0..v.parallelism)
+                    .map(|_| Arc::new(TaskMetrics::default()))
+                    .collect(),
+            })
+            .collect();
+        *self.graph.write().unwrap_or_else(|e| e.into_inner()) = vertices;
+        *self.edges.write().unwrap_or_else(|e| e.into_inner()) = graph
+            .edges
+            .iter()
+            .map(|e| EdgeInfo {
+                from: e.from,
+                to: e.to,
+                partitioning: e.partitioning.label(),
+            })
+            .collect();
+        self.started_ms
+            .store(weir_common::now_ms(), Ordering::Relaxed);
+    }
+
+    /// The metrics of subtask `s` of vertex `v` (fresh ones if the graph is unknown).
+    pub(crate) fn task(&self, v: usize, s: usize) -> Arc<TaskMetrics> {
+        self.graph
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(v)
+            .and_then(|v| v.subtasks.get(s).cloned())
+            .unwrap_or_default()
+    }
+
+    /// The job's vertices, in topological order, with their subtasks' metrics.
+    pub fn vertices(&self) -> Vec<VertexMetrics> {
+        self.graph.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Indexes of the vertices that read sources.
+    pub fn sources(&self) -> Vec<usize> {
+        let g = self.graph.read().unwrap_or_else(|e| e.into_inner());
+        (0..g.len()).filter(|v| g[*v].is_source).collect()
+    }
+
+    /// Indexes of the vertices that end in sinks.
+    pub fn sinks(&self) -> Vec<usize> {
+        let g = self.graph.read().unwrap_or_else(|e| e.into_inner());
+        (0..g.len()).filter(|v| g[*v].is_sink).collect()
+    }
+
+    /// The job's edges.
+    pub fn edges(&self) -> Vec<EdgeInfo> {
+        self.edges.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The checkpoint counts and recent checkpoints.
+    pub fn checkpoint_history(&self) -> CheckpointHistory {
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Applies `f` to the checkpoint history.
+    pub(crate) fn update_checkpoints(&self, f: impl FnOnce(&mut CheckpointHistory)) {
+        let mut h = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut h);
+        while h.recent.len() > HISTORY {
+            h.recent.pop_front();
+        }
     }
     pub(crate) fn restarting(&self, yes: bool) {
         self.restarting.store(yes, Ordering::Relaxed);

@@ -118,6 +118,8 @@ pub(crate) struct Task {
     pub checkpoints_after_finish: bool,
     /// A source emitting nothing for this long is idle (see the module docs).
     pub idle_timeout: Option<std::time::Duration>,
+    /// This subtask's metrics (kept over restarts).
+    pub metrics: std::sync::Arc<crate::metrics::TaskMetrics>,
 }
 
 struct State {
@@ -125,6 +127,8 @@ struct State {
     /// How the task finished (`NoDrain`: stopped with a savepoint to resume from).
     stop_mode: Option<StopMode>,
     aligning: Option<Barrier>,
+    /// When the first barrier of the alignment in progress came.
+    aligning_since: Option<Instant>,
     acked_after_finish: Option<CheckpointId>,
     watermark: i64,
     /// This task's share of the job's reported state bytes.
@@ -163,6 +167,7 @@ impl Task {
             phase: Phase::Running,
             stop_mode: None,
             aligning: None,
+            aligning_since: None,
             acked_after_finish: None,
             watermark: i64::MIN,
             state_bytes: 0,
@@ -205,6 +210,7 @@ impl Task {
                 .idle_timeout
                 .filter(|_| source_active && !st.idle)
                 .map(|t| st.last_emit + t);
+            let waiting = Instant::now();
             let next = tokio::select! {
                 biased;
                 c = self.control.recv() => Next::Control(c),
@@ -214,61 +220,73 @@ impl Task {
                 _ = tokio::time::sleep_until(idle_until.unwrap_or_else(Instant::now)), if source_active && idle_until.is_some() => Next::Wake,
                 r = poll_source(&mut self.source), if source_active && idle_until.is_none() => Next::Source(r),
             };
-            match next {
-                Next::Control(None) => return Err(Error::Cancelled),
-                Next::Control(Some(c)) => self.on_control(&mut st, c).await?,
-                Next::Input(i, m) => self.on_input(&mut st, i, m).await?,
-                Next::Wake => st.idle_until = None,
-                Next::Timer => self.fire_timers(&mut st).await?,
-                Next::SourceIdle => self.set_status(&mut st, WatermarkStatus::Idle).await?,
-                Next::Source(r) => match r? {
-                    SourcePoll::Batch(batch) => {
-                        st.last_emit = Instant::now();
-                        if st.idle {
-                            self.set_status(&mut st, WatermarkStatus::Active).await?;
-                        }
-                        self.info
-                            .metrics
-                            .rows_in
-                            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-                        self.push(0, 0, vec![StreamItem::Batch(batch)]).await?;
-                    }
-                    SourcePoll::Splits {
-                        added,
-                        batches,
-                        finished,
-                    } => {
-                        if !added.is_empty() {
-                            self.splits_changed(&mut st, &added, &[]).await?;
-                        }
-                        if !batches.is_empty() {
-                            st.last_emit = Instant::now();
-                            if st.idle {
-                                self.set_status(&mut st, WatermarkStatus::Active).await?;
-                            }
-                        }
-                        for (split, batch) in batches {
-                            self.info
-                                .metrics
-                                .rows_in
-                                .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-                            self.push_split(0, 0, vec![StreamItem::Batch(batch)], Some(split))
-                                .await?;
-                        }
-                        if !finished.is_empty() {
-                            self.splits_changed(&mut st, &[], &finished).await?;
-                        }
-                    }
-                    SourcePoll::Idle(d) => st.idle_until = Some(Instant::now() + d),
-                    SourcePoll::Finished => {
-                        self.push(0, 0, vec![StreamItem::Watermark(MAX_WATERMARK)])
-                            .await?;
-                        self.finish(&mut st, StopMode::Drain, true).await?;
-                    }
-                },
-            }
+            let handling = Instant::now();
+            crate::metrics::TaskMetrics::add_ns(&self.metrics.idle_ns, handling - waiting);
+            self.handle(&mut st, next).await?;
+            crate::metrics::TaskMetrics::add_ns(&self.metrics.active_ns, handling.elapsed());
         }
         Ok(())
+    }
+
+    /// Handles what the task's loop woke up for.
+    async fn handle(&mut self, st: &mut State, next: Next) -> Result<()> {
+        match next {
+            Next::Control(None) => return Err(Error::Cancelled),
+            Next::Control(Some(c)) => self.on_control(st, c).await?,
+            Next::Input(i, m) => self.on_input(st, i, m).await?,
+            Next::Wake => st.idle_until = None,
+            Next::Timer => self.fire_timers(st).await?,
+            Next::SourceIdle => self.set_status(st, WatermarkStatus::Idle).await?,
+            Next::Source(r) => match r? {
+                SourcePoll::Batch(batch) => {
+                    st.last_emit = Instant::now();
+                    if st.idle {
+                        self.set_status(st, WatermarkStatus::Active).await?;
+                    }
+                    self.count_source_rows(&batch);
+                    self.push(0, 0, vec![StreamItem::Batch(batch)]).await?;
+                }
+                SourcePoll::Splits {
+                    added,
+                    batches,
+                    finished,
+                } => {
+                    if !added.is_empty() {
+                        self.splits_changed(st, &added, &[]).await?;
+                    }
+                    if !batches.is_empty() {
+                        st.last_emit = Instant::now();
+                        if st.idle {
+                            self.set_status(st, WatermarkStatus::Active).await?;
+                        }
+                    }
+                    for (split, batch) in batches {
+                        self.count_source_rows(&batch);
+                        self.push_split(0, 0, vec![StreamItem::Batch(batch)], Some(split))
+                            .await?;
+                    }
+                    if !finished.is_empty() {
+                        self.splits_changed(st, &[], &finished).await?;
+                    }
+                }
+                SourcePoll::Idle(d) => st.idle_until = Some(Instant::now() + d),
+                SourcePoll::Finished => {
+                    self.push(0, 0, vec![StreamItem::Watermark(MAX_WATERMARK)])
+                        .await?;
+                    self.finish(st, StopMode::Drain, true).await?;
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Counts rows a source produced (the job's `rows in` and the task's records in).
+    fn count_source_rows(&self, batch: &arrow::array::RecordBatch) {
+        self.info
+            .metrics
+            .rows_in
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        self.metrics.count_in(batch);
     }
 
     async fn on_control(&mut self, st: &mut State, control: Control) -> Result<()> {
@@ -331,6 +349,7 @@ impl Task {
                     )));
                 }
                 let input = self.inputs[i].input;
+                self.metrics.count_in(&batch);
                 self.push(0, input, vec![StreamItem::Batch(batch)]).await?;
             }
             Message::Watermark(w) => {
@@ -353,6 +372,9 @@ impl Task {
                 self.advance_watermark(st).await?;
             }
             Message::Barrier(barrier) => {
+                if st.aligning.is_none() {
+                    st.aligning_since = Some(Instant::now());
+                }
                 match st.aligning {
                     None => st.aligning = Some(barrier),
                     Some(cur) if cur.id == barrier.id => {}
@@ -414,6 +436,9 @@ impl Task {
             && st.phase == Phase::Running
         {
             st.watermark = combined;
+            self.metrics
+                .input_watermark
+                .store(combined, Ordering::Relaxed);
             self.push(0, 0, vec![StreamItem::Watermark(combined)])
                 .await?;
         }
@@ -444,6 +469,11 @@ impl Task {
         };
         if self.inputs.iter().all(|c| c.closed || c.blocked) {
             st.aligning = None;
+            if let Some(since) = st.aligning_since.take() {
+                self.metrics
+                    .alignment_ms
+                    .store(since.elapsed().as_millis() as u64, Ordering::Relaxed);
+            }
             self.inputs.iter_mut().for_each(|c| c.blocked = false);
             self.checkpoint(st, barrier).await?;
         }
@@ -535,6 +565,7 @@ impl Task {
                                 .metrics
                                 .rows_out
                                 .fetch_add(rows, Ordering::Relaxed);
+                            self.metrics.records_out.fetch_add(rows, Ordering::Relaxed);
                         }
                     }
                     StreamItem::Watermark(w) => op.process_watermark(w, &mut out).await?,
@@ -550,7 +581,10 @@ impl Task {
         for item in items {
             match item {
                 StreamItem::Batch(b) => self.output.data(b).await?,
-                StreamItem::Watermark(w) => self.output.broadcast(Message::Watermark(w)).await?,
+                StreamItem::Watermark(w) => {
+                    self.metrics.output_watermark.store(w, Ordering::Relaxed);
+                    self.output.broadcast(Message::Watermark(w)).await?
+                }
             }
         }
         Ok(())
@@ -573,6 +607,7 @@ impl Task {
         }
         let bytes: u64 = self.operators.iter().map(|o| o.state_bytes() as u64).sum();
         self.info.metrics.report_state(st.state_bytes, bytes);
+        self.metrics.state_bytes.store(bytes, Ordering::Relaxed);
         st.state_bytes = bytes;
         self.output.broadcast(Message::Barrier(barrier)).await?;
         let file = format!(
@@ -629,6 +664,7 @@ impl Task {
         self.output.broadcast(Message::EndOfData(mode)).await?;
         st.phase = Phase::Finished;
         st.stop_mode = Some(mode);
+        self.metrics.finished.store(true, Ordering::Relaxed);
         let _ = self.events.send(TaskEvent::EndOfData {
             task: self.task_ref,
         });

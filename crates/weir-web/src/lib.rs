@@ -1,0 +1,337 @@
+//! Watching and steering running jobs over HTTP: Flink's REST API (`/jobs`,
+//! `/jobs/{id}`, checkpoints, vertices, back-pressure, watermarks, exceptions, stop with
+//! a savepoint, cancel), a web dashboard served from assets built into the binary, and a
+//! Prometheus text endpoint (`/metrics`).
+//!
+//! Jobs are registered in [`Jobs`] by whoever starts them (the engine); a [`Sampler`]
+//! reads every job's counters once a second and keeps the per-second rates (records/s,
+//! busy, idle and back-pressured time per second, as Flink's task metrics) and a short
+//! history for the dashboard's charts. Reading a counter never stops a task.
+
+mod prometheus;
+mod rest;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use weir_common::{Error, Result};
+use weir_runtime::metrics::TaskSample;
+use weir_runtime::{JobController, JobMetrics};
+
+/// How often counters are sampled (and the dashboard refreshes).
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// Samples kept per job for the charts (5 minutes).
+const CHART_POINTS: usize = 300;
+
+/// How a job is doing, by Flink's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    Running,
+    Restarting,
+    Finished,
+    Failed,
+    Canceled,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Running => "RUNNING",
+            JobStatus::Restarting => "RESTARTING",
+            JobStatus::Finished => "FINISHED",
+            JobStatus::Failed => "FAILED",
+            JobStatus::Canceled => "CANCELED",
+        }
+    }
+}
+
+/// A stop-with-savepoint asked for through the REST API.
+#[derive(Debug, Clone)]
+enum SavepointOperation {
+    InProgress,
+    Completed(String),
+    Failed(String),
+}
+
+/// One job known to the server.
+pub struct JobEntry {
+    pub id: String,
+    pub name: String,
+    pub metrics: Arc<JobMetrics>,
+    controller: JobController,
+    /// Set when the job ended: its status and when (ms since the epoch).
+    ended: Mutex<Option<(JobStatus, u64)>>,
+    rates: Mutex<Rates>,
+    savepoints: Mutex<HashMap<String, SavepointOperation>>,
+    /// Default savepoint folder (`execution.checkpointing.savepoint-dir`).
+    savepoint_dir: Option<String>,
+}
+
+impl JobEntry {
+    pub fn status(&self) -> JobStatus {
+        match *self.ended.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((status, _)) => status,
+            None if self.metrics.is_restarting() => JobStatus::Restarting,
+            None => JobStatus::Running,
+        }
+    }
+
+    pub fn end_ms(&self) -> Option<u64> {
+        self.ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|(_, t)| t)
+    }
+
+    fn rates(&self) -> Rates {
+        self.rates.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Per-second rates of one subtask over the last sampling interval.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskRates {
+    pub records_in_per_s: f64,
+    pub records_out_per_s: f64,
+    pub busy_ms_per_s: f64,
+    pub backpressured_ms_per_s: f64,
+    pub idle_ms_per_s: f64,
+}
+
+/// One point of a job's charts.
+#[derive(Debug, Clone, Copy)]
+pub struct ChartPoint {
+    pub at_ms: u64,
+    /// Rows/s read by the sources and taken by the sinks.
+    pub in_per_s: f64,
+    pub out_per_s: f64,
+    /// Processing time minus the lowest watermark of the job's tasks, ms (none before a
+    /// watermark).
+    pub watermark_lag_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Rates {
+    last: Option<(std::time::Instant, Vec<Vec<TaskSample>>)>,
+    /// Per vertex, per subtask.
+    tasks: Vec<Vec<TaskRates>>,
+    chart: VecDeque<ChartPoint>,
+}
+
+/// The jobs of this process.
+#[derive(Default)]
+pub struct Jobs {
+    entries: RwLock<Vec<Arc<JobEntry>>>,
+}
+
+impl Jobs {
+    /// Registers a started job.
+    pub fn add(
+        &self,
+        id: String,
+        name: String,
+        metrics: Arc<JobMetrics>,
+        controller: JobController,
+        savepoint_dir: Option<String>,
+    ) -> Arc<JobEntry> {
+        let entry = Arc::new(JobEntry {
+            id,
+            name,
+            metrics,
+            controller,
+            ended: Mutex::new(None),
+            rates: Mutex::new(Rates::default()),
+            savepoints: Mutex::new(HashMap::new()),
+            savepoint_dir,
+        });
+        self.entries
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(entry.clone());
+        entry
+    }
+
+    /// Records how a job ended.
+    pub fn ended(&self, id: &str, status: JobStatus) {
+        if let Some(job) = self.get(id) {
+            let mut ended = job.ended.lock().unwrap_or_else(|e| e.into_inner());
+            if ended.is_none() {
+                *ended = Some((status, weir_common::now_ms()));
+            }
+        }
+    }
+
+    pub fn all(&self) -> Vec<Arc<JobEntry>> {
+        self.entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<JobEntry>> {
+        self.all().into_iter().find(|j| j.id == id)
+    }
+
+    /// Samples every running job's counters and updates its rates and chart.
+    pub fn sample(&self) {
+        let now = std::time::Instant::now();
+        let wall = weir_common::now_ms();
+        for job in self.all() {
+            if job.end_ms().is_some() {
+                continue;
+            }
+            let vertices = job.metrics.vertices();
+            let samples: Vec<Vec<TaskSample>> = vertices
+                .iter()
+                .map(|v| v.subtasks.iter().map(|t| t.sample()).collect())
+                .collect();
+            let mut rates = job.rates.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((then, before)) = &rates.last {
+                let secs = now.duration_since(*then).as_secs_f64().max(1e-3);
+                let per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
+                let ms_per_s = |a: u64, b: u64| a.saturating_sub(b) as f64 / 1e6 / secs;
+                rates.tasks = samples
+                    .iter()
+                    .zip(before)
+                    .map(|(now, before)| {
+                        now.iter()
+                            .zip(before)
+                            .map(|(n, b)| TaskRates {
+                                records_in_per_s: per_s(n.records_in, b.records_in),
+                                records_out_per_s: per_s(n.records_out, b.records_out),
+                                busy_ms_per_s: ms_per_s(n.busy_ns, b.busy_ns).min(1000.0),
+                                backpressured_ms_per_s: ms_per_s(
+                                    n.backpressured_ns,
+                                    b.backpressured_ns,
+                                )
+                                .min(1000.0),
+                                idle_ms_per_s: ms_per_s(n.idle_ns, b.idle_ns).min(1000.0),
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let sources = job.metrics.sources();
+                let sinks = job.metrics.sinks();
+                let sum = |which: &[usize], f: fn(&TaskRates) -> f64| -> f64 {
+                    which
+                        .iter()
+                        .filter_map(|v| rates.tasks.get(*v))
+                        .flatten()
+                        .map(f)
+                        .sum()
+                };
+                let point = ChartPoint {
+                    at_ms: wall,
+                    in_per_s: sum(&sources, |r| r.records_in_per_s),
+                    out_per_s: sum(&sinks, |r| r.records_out_per_s),
+                    watermark_lag_ms: watermark_lag(&samples, wall),
+                };
+                rates.chart.push_back(point);
+                while rates.chart.len() > CHART_POINTS {
+                    rates.chart.pop_front();
+                }
+            }
+            rates.last = Some((now, samples));
+        }
+    }
+}
+
+/// Processing time minus the lowest current watermark of the job's tasks that have one
+/// (finished tasks, whose watermark is the end of time, do not count).
+fn watermark_lag(samples: &[Vec<TaskSample>], now_ms: u64) -> Option<i64> {
+    samples
+        .iter()
+        .flatten()
+        .filter(|t| !t.finished)
+        .filter_map(|t| t.output_watermark.or(t.input_watermark))
+        .filter(|w| *w != weir_common::MAX_WATERMARK)
+        .min()
+        .map(|w| now_ms as i64 - w)
+}
+
+/// The REST/dashboard server and the Prometheus endpoint of one process.
+pub struct WebServer {
+    /// Where the REST API and dashboard listen (`rest.port`).
+    pub rest: Option<SocketAddr>,
+    /// Where Prometheus scrapes (`metrics.reporter.prom.port`).
+    pub prometheus: Option<SocketAddr>,
+    pub jobs: Arc<Jobs>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl WebServer {
+    /// Starts what `config` asks for (`rest.port`, `metrics.reporter.prom.port`, both on
+    /// `rest.bind-address`); `None` when it asks for neither. Port 0 picks a free port.
+    pub async fn start(config: &weir_common::Config) -> Result<Option<WebServer>> {
+        let (rest_port, prom_port) = (config.rest_port(), config.prometheus_port());
+        if rest_port.is_none() && prom_port.is_none() {
+            return Ok(None);
+        }
+        let host = config.rest_bind_address();
+        let jobs = Arc::new(Jobs::default());
+        let mut tasks = Vec::new();
+        let bind = |port: u16, key: &'static str| {
+            let host = host.clone();
+            async move {
+                tokio::net::TcpListener::bind((host.as_str(), port))
+                    .await
+                    .map_err(|e| {
+                        Error::config(format!("{key}: cannot listen on {host}:{port}: {e}"))
+                    })
+            }
+        };
+        let mut rest = None;
+        if let Some(port) = rest_port {
+            let listener = bind(port, "rest.port").await?;
+            rest = Some(
+                listener
+                    .local_addr()
+                    .map_err(|e| Error::External(e.to_string()))?,
+            );
+            let app = rest::router(jobs.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::warn!("the REST server stopped: {e}");
+                }
+            }));
+        }
+        let mut prometheus = None;
+        if let Some(port) = prom_port {
+            let listener = bind(port, "metrics.reporter.prom.port").await?;
+            prometheus = Some(
+                listener
+                    .local_addr()
+                    .map_err(|e| Error::External(e.to_string()))?,
+            );
+            let app = prometheus::router(jobs.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::warn!("the Prometheus endpoint stopped: {e}");
+                }
+            }));
+        }
+        let sampled = jobs.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SAMPLE_EVERY);
+            loop {
+                tick.tick().await;
+                sampled.sample();
+            }
+        }));
+        Ok(Some(WebServer {
+            rest,
+            prometheus,
+            jobs,
+            tasks,
+        }))
+    }
+}

@@ -347,6 +347,15 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     let graph = engine.build_job(&plans).await.map_err(in_file)?;
     let control_dir = control::prepare()?;
     let job = engine.start(graph, restore).await?;
+    if !quiet {
+        eprintln!("weir: job {} started", job.job_id);
+    }
+    if let Some(addr) = engine.rest_address() {
+        eprintln!("weir: REST API and dashboard at http://{addr}/");
+    }
+    if let Some(addr) = engine.prometheus_address() {
+        eprintln!("weir: Prometheus metrics at http://{addr}/metrics");
+    }
     if let Some(from) = &job.restored_from {
         eprintln!("weir: restored from {from}");
     }

@@ -64,6 +64,9 @@ pub struct Engine {
     pub(crate) registered: std::collections::BTreeSet<String>,
     /// The files of the persistent catalogs, by catalog name.
     pub(crate) stores: std::collections::BTreeMap<String, crate::catalog_store::CatalogStore>,
+    /// The REST API, dashboard and Prometheus endpoint, started with the first job when
+    /// `rest.port` or `metrics.reporter.prom.port` is set.
+    web: tokio::sync::OnceCell<Option<weir_web::WebServer>>,
 }
 
 impl Default for Engine {
@@ -87,6 +90,7 @@ impl Engine {
             bound: Default::default(),
             registered: Default::default(),
             stores: Default::default(),
+            web: Default::default(),
         }
     }
 
@@ -581,6 +585,41 @@ impl Engine {
     pub async fn start(&self, graph: JobGraph, restore: Option<RestoreFrom>) -> Result<JobHandle> {
         let mut opts = JobOptions::from_config(&self.config);
         opts.restore = restore;
-        weir_runtime::start(graph, opts).await
+        let name = self.config.pipeline_name().unwrap_or_else(|| {
+            graph
+                .vertices
+                .last()
+                .map(|v| v.name.clone())
+                .unwrap_or_else(|| "job".into())
+        });
+        let web = self
+            .web
+            .get_or_try_init(|| weir_web::WebServer::start(&self.config))
+            .await?;
+        let job = weir_runtime::start(graph, opts).await?;
+        if let Some(web) = web {
+            web.jobs.add(
+                job.job_id.to_string(),
+                name,
+                job.metrics.clone(),
+                job.controller(),
+                self.config.savepoint_dir(),
+            );
+        }
+        Ok(job)
+    }
+
+    /// Where the REST API and dashboard listen, once a job started them (`rest.port`).
+    pub fn rest_address(&self) -> Option<std::net::SocketAddr> {
+        self.web.get().and_then(|w| w.as_ref()).and_then(|w| w.rest)
+    }
+
+    /// Where the Prometheus endpoint listens, once a job started it
+    /// (`metrics.reporter.prom.port`).
+    pub fn prometheus_address(&self) -> Option<std::net::SocketAddr> {
+        self.web
+            .get()
+            .and_then(|w| w.as_ref())
+            .and_then(|w| w.prometheus)
     }
 }

@@ -228,7 +228,14 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
     let (job_id, metrics) = (run.opts.job_id, run.metrics.clone());
     let restored_from = first.restored_from.clone();
     let join = tokio::spawn(async move {
+        // A cancelled job is dropped mid-wait: the guard records that it ended.
+        let _ended = EndedGuard(run.metrics.clone());
         let outcome = run.supervise(first, cmd_rx).await;
+        run.metrics.set_ended(match &outcome {
+            Ok(_) => "FINISHED",
+            Err(Error::Cancelled) => "CANCELED",
+            Err(_) => "FAILED",
+        });
         if let (Some(lease), Ok(_)) = (lease, &outcome) {
             lease.release().await;
         }
@@ -259,6 +266,15 @@ struct Attempt {
     /// Commands for this attempt's coordinator.
     commands: mpsc::Sender<Command>,
     restored_from: Option<String>,
+}
+
+/// Marks the job `CANCELED` when its supervisor is dropped before it recorded an end.
+struct EndedGuard(Arc<JobMetrics>);
+
+impl Drop for EndedGuard {
+    fn drop(&mut self) {
+        self.0.set_ended("CANCELED");
+    }
 }
 
 /// Aborts a spawned task when dropped (the job's supervisor was cancelled).

@@ -44,6 +44,8 @@ pub struct JobMetrics {
     checkpoints: Mutex<CheckpointHistory>,
     /// When the job started (ms since the epoch).
     pub started_ms: AtomicU64,
+    /// How the job ended (`FINISHED`, `FAILED`, `CANCELED`) and when (ms since the epoch).
+    ended: Mutex<Option<(&'static str, u64)>>,
 }
 
 /// How many failures and checkpoints the history keeps.
@@ -275,6 +277,19 @@ impl JobMetrics {
             all.pop_front();
         }
         *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
+    }
+
+    /// How the job ended (`FINISHED`, `FAILED` or `CANCELED`) and when; `None` while it
+    /// runs.
+    pub fn ended(&self) -> Option<(&'static str, u64)> {
+        *self.ended.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn set_ended(&self, status: &'static str) {
+        let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        if ended.is_none() {
+            *ended = Some((status, weir_common::now_ms()));
+        }
     }
 
     /// The job's failures, oldest first.

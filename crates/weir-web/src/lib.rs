@@ -70,8 +70,13 @@ pub struct JobEntry {
 
 impl JobEntry {
     pub fn status(&self) -> JobStatus {
-        match *self.ended.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some((status, _)) => status,
+        if let Some((status, _)) = *self.ended.lock().unwrap_or_else(|e| e.into_inner()) {
+            return status;
+        }
+        match self.metrics.ended() {
+            Some(("FINISHED", _)) => JobStatus::Finished,
+            Some(("CANCELED", _)) => JobStatus::Canceled,
+            Some(_) => JobStatus::Failed,
             None if self.metrics.is_restarting() => JobStatus::Restarting,
             None => JobStatus::Running,
         }
@@ -82,6 +87,7 @@ impl JobEntry {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .map(|(_, t)| t)
+            .or_else(|| self.metrics.ended().map(|(_, t)| t))
     }
 
     fn rates(&self) -> Rates {

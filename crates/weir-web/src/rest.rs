@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use weir_runtime::metrics::{TaskSample, VertexMetrics};
 
-
 pub(crate) fn router(jobs: Arc<Jobs>) -> Router {
     Router::new()
         .route("/", get(|| asset("index.html")))

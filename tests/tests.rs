@@ -22,4 +22,5 @@ mod savepoint;
 mod shell;
 mod sources;
 mod state;
+mod web;
 mod windows;

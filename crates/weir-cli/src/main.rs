@@ -103,11 +103,13 @@ fn main() {
     // sqlparser logs every statement it parses at debug level ("Parsing sql '…'"), secrets
     // included: its debug lines never pass, whatever WEIR_LOG asks for.
     let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_env("RUST_LOG"))
         .unwrap_or_else(|_| "warn".into())
         .add_directive("sqlparser=info".parse().expect("a valid directive"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

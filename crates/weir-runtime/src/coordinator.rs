@@ -407,7 +407,10 @@ impl Coordinator {
             }
         });
         outcome.last_checkpoint = Some(self.storage.describe(p.id));
-        tracing::debug!(checkpoint = p.id.0, "checkpoint complete");
+        tracing::info!(
+            "checkpoint {} complete in {duration_ms} ms ({state_size} bytes of state)",
+            p.id
+        );
         for (v, subtasks) in self.controls.iter().enumerate() {
             for (s, ctl) in subtasks.iter().enumerate() {
                 if !closed[v][s] {

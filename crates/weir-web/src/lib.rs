@@ -60,8 +60,6 @@ pub struct JobEntry {
     pub name: String,
     pub metrics: Arc<JobMetrics>,
     controller: JobController,
-    /// Set when the job ended: its status and when (ms since the epoch).
-    ended: Mutex<Option<(JobStatus, u64)>>,
     rates: Mutex<Rates>,
     savepoints: Mutex<HashMap<String, SavepointOperation>>,
     /// Default savepoint folder (`execution.checkpointing.savepoint-dir`).
@@ -70,9 +68,6 @@ pub struct JobEntry {
 
 impl JobEntry {
     pub fn status(&self) -> JobStatus {
-        if let Some((status, _)) = *self.ended.lock().unwrap_or_else(|e| e.into_inner()) {
-            return status;
-        }
         match self.metrics.ended() {
             Some(("FINISHED", _)) => JobStatus::Finished,
             Some(("CANCELED", _)) => JobStatus::Canceled,
@@ -83,11 +78,7 @@ impl JobEntry {
     }
 
     pub fn end_ms(&self) -> Option<u64> {
-        self.ended
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map(|(_, t)| t)
-            .or_else(|| self.metrics.ended().map(|(_, t)| t))
+        self.metrics.ended().map(|(_, t)| t)
     }
 
     fn rates(&self) -> Rates {
@@ -118,11 +109,22 @@ pub struct ChartPoint {
 }
 
 #[derive(Debug, Clone, Default)]
-struct Rates {
+pub(crate) struct Rates {
     last: Option<(std::time::Instant, Vec<Vec<TaskSample>>)>,
     /// Per vertex, per subtask.
     tasks: Vec<Vec<TaskRates>>,
     chart: VecDeque<ChartPoint>,
+}
+
+impl Rates {
+    /// The rates of subtask `s` of vertex `v` (zero before two samples).
+    pub(crate) fn task(&self, v: usize, s: usize) -> TaskRates {
+        self.tasks
+            .get(v)
+            .and_then(|r| r.get(s))
+            .copied()
+            .unwrap_or_default()
+    }
 }
 
 /// The jobs of this process.
@@ -146,7 +148,6 @@ impl Jobs {
             name,
             metrics,
             controller,
-            ended: Mutex::new(None),
             rates: Mutex::new(Rates::default()),
             savepoints: Mutex::new(HashMap::new()),
             savepoint_dir,
@@ -156,16 +157,6 @@ impl Jobs {
             .unwrap_or_else(|e| e.into_inner())
             .push(entry.clone());
         entry
-    }
-
-    /// Records how a job ended.
-    pub fn ended(&self, id: &str, status: JobStatus) {
-        if let Some(job) = self.get(id) {
-            let mut ended = job.ended.lock().unwrap_or_else(|e| e.into_inner());
-            if ended.is_none() {
-                *ended = Some((status, weir_common::now_ms()));
-            }
-        }
     }
 
     pub fn all(&self) -> Vec<Arc<JobEntry>> {
@@ -256,6 +247,28 @@ fn watermark_lag(samples: &[Vec<TaskSample>], now_ms: u64) -> Option<i64> {
         .map(|w| now_ms as i64 - w)
 }
 
+/// Listens on `host:port` (the setting `key` asked for it) and serves `app` there.
+async fn serve(
+    host: &str,
+    port: u16,
+    key: &str,
+    app: axum::Router,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind((host, port))
+        .await
+        .map_err(|e| Error::config(format!("{key}: cannot listen on {host}:{port}: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::External(e.to_string()))?;
+    let key = key.to_string();
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!("the server of {key} stopped: {e}");
+        }
+    });
+    Ok((addr, task))
+}
+
 /// The REST/dashboard server and the Prometheus endpoint of one process.
 pub struct WebServer {
     /// Where the REST API and dashboard listen (`rest.port`).
@@ -285,45 +298,18 @@ impl WebServer {
         let host = config.rest_bind_address();
         let jobs = Arc::new(Jobs::default());
         let mut tasks = Vec::new();
-        let bind = |port: u16, key: &'static str| {
-            let host = host.clone();
-            async move {
-                tokio::net::TcpListener::bind((host.as_str(), port))
-                    .await
-                    .map_err(|e| {
-                        Error::config(format!("{key}: cannot listen on {host}:{port}: {e}"))
-                    })
-            }
-        };
         let mut rest = None;
         if let Some(port) = rest_port {
-            let listener = bind(port, "rest.port").await?;
-            rest = Some(
-                listener
-                    .local_addr()
-                    .map_err(|e| Error::External(e.to_string()))?,
-            );
-            let app = rest::router(jobs.clone());
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::warn!("the REST server stopped: {e}");
-                }
-            }));
+            let (addr, task) = serve(&host, port, "rest.port", rest::router(jobs.clone())).await?;
+            rest = Some(addr);
+            tasks.push(task);
         }
         let mut prometheus = None;
         if let Some(port) = prom_port {
-            let listener = bind(port, "metrics.reporter.prom.port").await?;
-            prometheus = Some(
-                listener
-                    .local_addr()
-                    .map_err(|e| Error::External(e.to_string()))?,
-            );
             let app = prometheus::router(jobs.clone());
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::warn!("the Prometheus endpoint stopped: {e}");
-                }
-            }));
+            let (addr, task) = serve(&host, port, "metrics.reporter.prom.port", app).await?;
+            prometheus = Some(addr);
+            tasks.push(task);
         }
         let sampled = jobs.clone();
         tasks.push(tokio::spawn(async move {

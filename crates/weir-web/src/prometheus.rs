@@ -139,12 +139,7 @@ impl Collector for JobsCollector {
                     labels.push(("task_name", vertex.name.clone()));
                     labels.push(("vertex_id", v.to_string()));
                     labels.push(("subtask_index", s.to_string()));
-                    let r = rates
-                        .tasks
-                        .get(v)
-                        .and_then(|r| r.get(s))
-                        .copied()
-                        .unwrap_or_default();
+                    let r = rates.task(v, s);
                     rows.push((labels, t.sample(), r));
                 }
             }

@@ -279,7 +279,6 @@ async fn job_cancel(
         ));
     }
     job.controller.cancel();
-    jobs.ended(&id, crate::JobStatus::Canceled);
     Ok((StatusCode::ACCEPTED, Json(json!({}))).into_response())
 }
 
@@ -407,12 +406,7 @@ async fn vertex(
         .enumerate()
         .map(|(s, t)| {
             let sample = t.sample();
-            let r = rates
-                .tasks
-                .get(v)
-                .and_then(|r| r.get(s))
-                .copied()
-                .unwrap_or_default();
+            let r = rates.task(v, s);
             json!({
                 "subtask": s,
                 "status": subtask_status(&job, &sample),
@@ -448,12 +442,7 @@ async fn backpressure(
     let rates = job.rates();
     let subtasks: Vec<Value> = (0..vertex.parallelism)
         .map(|s| {
-            let r = rates
-                .tasks
-                .get(v)
-                .and_then(|r| r.get(s))
-                .copied()
-                .unwrap_or_default();
+            let r = rates.task(v, s);
             let ratio = r.backpressured_ms_per_s / 1000.0;
             json!({
                 "subtask": s,

@@ -1,6 +1,8 @@
 //! Whole-pipeline benchmark: datagen → filter/projection → blackhole, through the real
 //! `weir` binary, at parallelism 1 and 2, with and without 1 s checkpoints. Prints one
-//! line per run: rows/s and peak RSS (as reported by the binary).
+//! line per run: rows/s and peak RSS (as reported by the binary). Then the cost of the
+//! detailed per-subtask metrics (bytes, busy/idle/back-pressured time): three runs each
+//! with `metrics.task.detailed` on and off, alternating, best of three compared.
 //!
 //! `cargo bench --bench pipeline` (profile `bench`); set `WEIR_BENCH_ROWS` to change the
 //! row count (default 10 000 000).
@@ -28,31 +30,7 @@ fn main() {
     std::fs::write(&script, SQL.replace("${rows}", &rows.to_string())).unwrap();
     for parallelism in [1, 2] {
         for checkpoint in [None, Some("1 s")] {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
-            cmd.args([
-                "run",
-                script.to_str().unwrap(),
-                "-p",
-                &parallelism.to_string(),
-            ]);
-            if let Some(interval) = checkpoint {
-                cmd.args([
-                    "--checkpoint-interval",
-                    interval,
-                    "--checkpoint-dir",
-                    dir.join("chk").to_str().unwrap(),
-                ]);
-            }
-            let started = Instant::now();
-            let out = cmd.output().expect("run weir");
-            let secs = started.elapsed().as_secs_f64();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "weir failed: {stderr}");
-            let rss = stderr
-                .split("peak RSS ")
-                .nth(1)
-                .and_then(|s| s.split_whitespace().next())
-                .unwrap_or("?");
+            let (secs, rss) = run(&script, &dir, parallelism, checkpoint, true);
             println!(
                 "pipeline rows={rows} parallelism={parallelism} checkpoint={} wall_s={secs:.2} rows_per_s={:.0} peak_rss_mb={rss}",
                 checkpoint.unwrap_or("none"),
@@ -60,5 +38,57 @@ fn main() {
             );
         }
     }
+    for parallelism in [1, 2] {
+        let (mut on, mut off) = (f64::MAX, f64::MAX);
+        for _ in 0..3 {
+            on = on.min(run(&script, &dir, parallelism, None, true).0);
+            off = off.min(run(&script, &dir, parallelism, None, false).0);
+        }
+        println!(
+            "metrics_overhead rows={rows} parallelism={parallelism} detailed_rows_per_s={:.0} plain_rows_per_s={:.0} overhead_pct={:.1}",
+            rows as f64 / on,
+            rows as f64 / off,
+            (on / off - 1.0) * 100.0
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One run of the script: wall seconds and the peak RSS the binary reported.
+fn run(
+    script: &std::path::Path,
+    dir: &std::path::Path,
+    parallelism: usize,
+    checkpoint: Option<&str>,
+    detailed_metrics: bool,
+) -> (f64, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+    cmd.args([
+        "run",
+        script.to_str().unwrap(),
+        "-p",
+        &parallelism.to_string(),
+        "-D",
+        &format!("metrics.task.detailed={detailed_metrics}"),
+    ]);
+    if let Some(interval) = checkpoint {
+        cmd.args([
+            "--checkpoint-interval",
+            interval,
+            "--checkpoint-dir",
+            dir.join("chk").to_str().unwrap(),
+        ]);
+    }
+    let started = Instant::now();
+    let out = cmd.output().expect("run weir");
+    let secs = started.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "weir failed: {stderr}");
+    let rss = stderr
+        .split("peak RSS ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or("?")
+        .to_string();
+    (secs, rss)
 }

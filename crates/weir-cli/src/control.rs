@@ -117,8 +117,22 @@ pub fn serve(
     let controller = job.controller();
     let metrics = job.metrics.clone();
     let job_id = job.job_id.to_string();
+    let socket = path.clone();
     tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
+        let mut ended = tokio::time::interval(std::time::Duration::from_millis(200));
+        loop {
+            // An ended job leaves the list at once, whoever started it (a shell runs on).
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = ended.tick() => {
+                    if metrics.ended().is_some() {
+                        let _ = std::fs::remove_file(&socket);
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Ok((stream, _)) = accepted else { return };
             let controller = controller.clone();
             let metrics = metrics.clone();
             let job_id = job_id.clone();

@@ -19,6 +19,7 @@ macro_rules! out {
 }
 
 mod control;
+mod results;
 mod shell;
 
 #[derive(Parser)]
@@ -106,11 +107,15 @@ fn main() {
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_env("RUST_LOG"))
         .unwrap_or_else(|_| "warn".into())
         .add_directive("sqlparser=info".parse().expect("a valid directive"));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    // WEIR_LOG_FORMAT=json: one JSON object per line, for log collectors.
+    if std::env::var("WEIR_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
+        logs.json().with_current_span(false).init();
+    } else {
+        logs.with_ansi(std::io::stderr().is_terminal()).init();
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,17 +1,21 @@
 //! The SQL shell: statements end with `;` and may span lines; `SET`, `RESET`, `SHOW`,
 //! `DESCRIBE`, `EXPLAIN` act at once; a `SELECT` over bounded tables prints a table, over
-//! unbounded ones it streams rows until Ctrl-C (which cancels the query, not the shell);
-//! `INSERT INTO` starts a job in the background (a statement set, one job for all its
-//! INSERTs, is read up to its `END;`); `SHOW JOBS` and
-//! `STOP JOB 'id' [WITH SAVEPOINT] [DRAIN]` manage them. Errors never end the shell; SQL
+//! unbounded ones it shows rows as [`crate::results`] describes until Ctrl-C (which
+//! cancels the query, not the shell, in both cases); `INSERT INTO` starts a job in the
+//! background (a statement set, one job for all its INSERTs, is read up to its `END;`),
+//! which `weir list`/`weir stop` and the REST API see too; `SHOW JOBS` and
+//! `STOP JOB 'id' [WITH SAVEPOINT] [DRAIN]` manage them; `HELP;`, `QUIT;`/`EXIT;`. Errors
+//! never end the interactive shell (`-f` stops at the first one and exits with 1); SQL
 //! errors show the statement line with a caret under the position.
 
-use anyhow::Context;
+use crate::results::{ResultMode, ResultView};
+use anyhow::{Context, bail};
 use rustyline::error::ReadlineError;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::time::Instant;
-use weir::sql::WeirStatement;
+use std::time::{Duration, Instant};
+use tokio::signal::unix::{Signal, SignalKind};
+use weir::sql::{PlanNode, StreamPlan, WeirStatement};
 use weir::{Engine, Outcome};
 
 struct Job {
@@ -20,11 +24,59 @@ struct Job {
     handle: Option<weir::JobHandle>,
     status: String,
     metrics: std::sync::Arc<weir::runtime::JobMetrics>,
+    /// Lets `weir list`/`weir stop` reach the job while it runs.
+    _control: Option<crate::control::SocketGuard>,
 }
 
 struct Shell {
     engine: Engine,
     jobs: Vec<Job>,
+    /// Ctrl-C, caught for the shell's whole life: it cancels the query running, never the
+    /// shell (a first Ctrl-C before any handler was installed would end the process).
+    interrupt: Signal,
+    /// Where control sockets go; `None` until the first job, `Some(Err)` if unusable.
+    control_dir: Option<Result<PathBuf, String>>,
+}
+
+/// What the shell does after a piece of input.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Failed,
+    Quit,
+}
+
+const HELP: &str = "\
+Statements end with ';' and may span lines. Ctrl-C cancels the running query; Ctrl-D, QUIT; or EXIT; leaves.
+
+  CREATE TABLE / VIEW / FUNCTION / CATALOG / DATABASE …, DROP …, ALTER TABLE …
+  SHOW TABLES | VIEWS | FUNCTIONS | CATALOGS | DATABASES | CREATE TABLE t | JOBS;
+  DESCRIBE t;   EXPLAIN SELECT …;
+  SELECT …;                      bounded input: a table; unbounded: rows until Ctrl-C
+  INSERT INTO t SELECT …;        starts a job in the background (see SHOW JOBS, weir list)
+  EXECUTE STATEMENT SET BEGIN INSERT …; INSERT …; END;   several INSERTs as one job
+  STOP JOB 'id' [WITH SAVEPOINT] [DRAIN];
+  SET;                           every key with its value (set or default)
+  SET 'key' = 'value';  SET key = value;  RESET ['key'];
+  SET 'sql-client.execution.result-mode' = 'table' | 'changelog' | 'tableau';
+  SET 'execution.savepoint.path' = '…';   the next job starts from that savepoint
+  HELP;  QUIT;  EXIT;
+";
+
+/// `HELP`, `QUIT` or `EXIT` (any case, `;` optional), which the shell answers itself.
+fn shell_command(sql: &str) -> Option<&'static str> {
+    let word = sql.trim().trim_end_matches(';').trim().to_ascii_uppercase();
+    match word.as_str() {
+        "HELP" => Some("HELP"),
+        "QUIT" | "EXIT" => Some("QUIT"),
+        _ => None,
+    }
+}
+
+/// Consumes Ctrl-C presses nobody waited for, so that they do not cancel the next query.
+fn drain_interrupts(signal: &mut Signal) {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    while let std::task::Poll::Ready(Some(())) = signal.poll_recv(&mut cx) {}
 }
 
 fn history_path() -> PathBuf {
@@ -100,19 +152,130 @@ fn show_error(sql: &str, e: &weir::Error) {
 }
 
 impl Shell {
-    async fn execute_text(&mut self, sql: &str) {
+    /// Runs the statements of `sql`, stopping at the first that fails.
+    async fn execute_text(&mut self, sql: &str) -> Flow {
+        match shell_command(sql) {
+            Some("HELP") => {
+                out!("{HELP}");
+                return Flow::Continue;
+            }
+            Some(_) => return Flow::Quit,
+            _ => {}
+        }
         let statements = match self.engine.parse(sql) {
             Ok(s) => s,
-            Err(e) => return show_error(sql, &e),
+            Err(e) => {
+                show_error(sql, &e);
+                return Flow::Failed;
+            }
         };
         for stmt in statements {
+            drain_interrupts(&mut self.interrupt);
             if let Err(e) = self.execute(&stmt, sql).await {
                 match e.downcast::<weir::Error>() {
                     Ok(e) => show_error(sql, &e),
                     Err(e) => eprintln!("[ERROR] {e:#}"),
                 }
+                return Flow::Failed;
             }
         }
+        Flow::Continue
+    }
+
+    /// A `SELECT` over bounded input (or in batch mode), run to the end as a batch query
+    /// and shown as one table; Ctrl-C abandons it.
+    async fn bounded_select(
+        &mut self,
+        query: &weir::datafusion::sql::sqlparser::ast::Query,
+    ) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let engine = &self.engine;
+        let run = async {
+            let query = engine.plan_batch_select(query).await?;
+            engine.run_batch(&query).await
+        };
+        let result = tokio::select! {
+            r = run => r?,
+            _ = self.interrupt.recv() => {
+                out!("\n[INFO] query cancelled");
+                return Ok(());
+            }
+        };
+        if let weir::engine::BatchResult::Rows(batches) = result {
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            if let Some(b) = batches.first() {
+                let types: Vec<String> = b
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| format!("{} {}", f.name(), weir::sql::types::sql_name(f.data_type())))
+                    .collect();
+                out!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
+                out!("columns: {}", types.join(", "));
+            }
+            out!(
+                "{rows} row(s) in set ({:.2} sec)",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(())
+    }
+
+    /// A `SELECT` over unbounded input: a job whose rows are shown in the configured
+    /// result mode until it ends, its LIMIT is reached or Ctrl-C cancels it.
+    async fn streaming_select(&mut self, plans: &[StreamPlan]) -> anyhow::Result<()> {
+        let Some(PlanNode::Collect { schema, .. }) = plans.last().and_then(|p| p.nodes.last())
+        else {
+            bail!("internal error: a SELECT without a result");
+        };
+        let config = self.engine.config();
+        let mode = ResultMode::parse(&config.result_mode());
+        let max_rows = config.max_table_result_rows();
+        let (graph, mut rows) = self.engine.build_collecting_job(plans).await?;
+        let mut job = self.engine.start(graph, None).await?;
+        let live =
+            std::io::stdout().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb");
+        out!(
+            "[INFO] streaming results in {}; press Ctrl-C to stop",
+            match mode {
+                ResultMode::Table if !live => "table mode (shown when the query ends)",
+                ResultMode::Table => "table mode",
+                ResultMode::Changelog => "changelog mode",
+                ResultMode::Tableau => "tableau mode",
+            }
+        );
+        let mut view = ResultView::new(mode, schema, max_rows, live);
+        let limit = plans.last().and_then(|p| p.shown_limit()).map(|n| n as u64);
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let ended = loop {
+            tokio::select! {
+                Some(batch) = rows.recv() => {
+                    view.add(&batch)?;
+                    if let Some(n) = limit.filter(|n| view.received() >= *n) {
+                        break Some(format!("[INFO] LIMIT {n} reached; query ended"));
+                    }
+                }
+                r = job.finished() => {
+                    // Every row was handed over before the sink's task could end.
+                    while let Ok(batch) = rows.try_recv() {
+                        view.add(&batch)?;
+                    }
+                    view.finish();
+                    r?;
+                    return Ok(());
+                }
+                _ = tick.tick() => view.tick(),
+                _ = self.interrupt.recv() => break Some("\n[INFO] query cancelled".to_string()),
+            }
+        };
+        job.cancel();
+        drop(rows);
+        let _ = job.finished().await;
+        view.finish();
+        if let Some(message) = ended {
+            out!("{message}");
+        }
+        Ok(())
     }
 
     async fn execute(&mut self, stmt: &weir::sql::Located, sql: &str) -> anyhow::Result<()> {
@@ -120,28 +283,7 @@ impl Shell {
             && (self.engine.config().runtime_mode() == weir::common::RuntimeMode::Batch
                 || self.engine.query_is_bounded(query).await?)
         {
-            let started = Instant::now();
-            let query = self.engine.plan_batch_select(query).await?;
-            if let weir::engine::BatchResult::Rows(batches) = self.engine.run_batch(&query).await? {
-                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-                if let Some(b) = batches.first() {
-                    let types: Vec<String> = b
-                        .schema()
-                        .fields()
-                        .iter()
-                        .map(|f| {
-                            format!("{} {}", f.name(), weir::sql::types::sql_name(f.data_type()))
-                        })
-                        .collect();
-                    out!("{}", arrow::util::pretty::pretty_format_batches(&batches)?);
-                    out!("columns: {}", types.join(", "));
-                }
-                out!(
-                    "{rows} row(s) in set ({:.2} sec)",
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            return Ok(());
+            return self.bounded_select(query).await;
         }
         match self.engine.execute(stmt).await? {
             Outcome::Done(msg) => out!("[INFO] {msg}"),
@@ -159,46 +301,26 @@ impl Shell {
                     }
                 }
             }
+            Outcome::Job(plans) if matches!(stmt.statement, WeirStatement::Select(_)) => {
+                self.streaming_select(&plans).await?;
+            }
             Outcome::Job(plans) => {
-                let is_select = matches!(stmt.statement, WeirStatement::Select(_));
                 let graph = self.engine.build_job(&plans).await?;
-                let mut job = self.engine.start(graph, None).await?;
-                if is_select {
-                    out!("[INFO] streaming results; press Ctrl-C to stop");
-                    let limit = plans.last().and_then(|p| p.shown_limit());
-                    let metrics = job.metrics.clone();
-                    let all_shown = async {
-                        match limit {
-                            Some(n) => {
-                                while metrics.rows_out() < n as u64 {
-                                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                                }
-                            }
-                            None => std::future::pending().await,
-                        }
-                    };
-                    let ended = tokio::select! {
-                        r = job.finished() => { r?; None }
-                        _ = tokio::signal::ctrl_c() => Some("\n[INFO] query cancelled".to_string()),
-                        _ = all_shown => Some(format!("[INFO] LIMIT {} reached; query ended", limit.unwrap_or(0))),
-                    };
-                    if let Some(message) = ended {
-                        job.cancel();
-                        let _ = job.finished().await;
-                        out!("{message}");
-                    }
-                } else {
-                    let id = job.job_id.to_string();
-                    out!("[INFO] Submitted job {id}");
-                    let text = statement_text(sql, stmt.location.line);
-                    self.jobs.push(Job {
-                        id,
-                        statement: text,
-                        metrics: job.metrics.clone(),
-                        handle: Some(job),
-                        status: "RUNNING".into(),
-                    });
+                let job = self.engine.start(graph, None).await?;
+                let id = job.job_id.to_string();
+                out!("[INFO] Submitted job {id}");
+                if let Some(from) = &job.restored_from {
+                    out!("[INFO] restored from {from}");
                 }
+                let control = self.control(&job);
+                self.jobs.push(Job {
+                    id,
+                    statement: statement_text(sql, stmt.location.line),
+                    metrics: job.metrics.clone(),
+                    handle: Some(job),
+                    status: "RUNNING".into(),
+                    _control: control,
+                });
             }
             Outcome::JobControl(WeirStatement::ShowJobs) => {
                 self.refresh().await;
@@ -278,6 +400,28 @@ impl Shell {
         Ok(())
     }
 
+    /// Makes `job` reachable by `weir list`/`weir stop`; without a usable control folder
+    /// (said once) the job runs all the same.
+    fn control(&mut self, job: &weir::JobHandle) -> Option<crate::control::SocketGuard> {
+        let dir = self
+            .control_dir
+            .get_or_insert_with(|| crate::control::prepare().map_err(|e| format!("{e:#}")));
+        let result = match dir {
+            Ok(dir) => crate::control::serve(dir, job, self.engine.config().savepoint_dir())
+                .map_err(|e| format!("{e:#}")),
+            Err(e) => Err(e.clone()),
+        };
+        match result {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                if !matches!(self.control_dir, Some(Err(_))) || self.jobs.is_empty() {
+                    eprintln!("[WARN] `weir list`/`weir stop` cannot reach this job: {e}");
+                }
+                None
+            }
+        }
+    }
+
     /// Records jobs that ended since the last look.
     async fn refresh(&mut self) {
         for job in &mut self.jobs {
@@ -287,6 +431,7 @@ impl Shell {
                     Ok(_) => "FINISHED".into(),
                     Err(e) => format!("FAILED: {e}"),
                 };
+                job._control = None;
             }
         }
     }
@@ -323,25 +468,43 @@ pub async fn run(init: Option<PathBuf>, file: Option<PathBuf>) -> anyhow::Result
     let mut shell = Shell {
         engine: Engine::default(),
         jobs: Vec::new(),
+        interrupt: tokio::signal::unix::signal(SignalKind::interrupt())
+            .context("cannot catch Ctrl-C")?,
+        control_dir: None,
     };
     for script in init.iter().chain(file.iter()) {
         let sql = std::fs::read_to_string(script)
             .with_context(|| format!("cannot read '{}'", script.display()))?;
-        shell.execute_text(&sql).await;
+        match shell.execute_text(&sql).await {
+            Flow::Continue => {}
+            // Flink's -f and -i stop at the first error.
+            Flow::Failed => {
+                shell.cancel_all();
+                return Ok(1);
+            }
+            Flow::Quit => {
+                shell.cancel_all();
+                return Ok(0);
+            }
+        }
     }
     if file.is_some() {
         // Non-interactive: wait for the jobs the script started.
+        let mut code = 0;
         for job in &mut shell.jobs {
-            if let Some(h) = job.handle.take() {
-                h.wait().await?;
+            if let Some(h) = job.handle.take()
+                && let Err(e) = h.wait().await
+            {
+                eprintln!("[ERROR] job {} failed: {e}", job.id);
+                code = 1;
             }
         }
-        return Ok(0);
+        return Ok(code);
     }
     let mut editor = rustyline::DefaultEditor::new()?;
     let history = history_path();
     let _ = editor.load_history(&history);
-    out!("Weir SQL shell. Statements end with ';'. Ctrl-D quits.");
+    out!("Weir SQL shell. Statements end with ';'. HELP; lists them; Ctrl-D quits.");
     let mut buffer = String::new();
     loop {
         let prompt = if buffer.is_empty() {
@@ -353,13 +516,17 @@ pub async fn run(init: Option<PathBuf>, file: Option<PathBuf>) -> anyhow::Result
             Ok(line) => {
                 buffer.push_str(&line);
                 buffer.push('\n');
-                if complete(&buffer) {
+                // HELP, QUIT and EXIT need no `;` on a line of their own.
+                if complete(&buffer) || shell_command(&buffer).is_some() {
                     // The history file outlives the session: no secrets in it.
                     let entry = weir::common::redact::redact_sql(buffer.trim_end());
                     let _ = editor.add_history_entry(entry.as_ref());
                     let sql = std::mem::take(&mut buffer);
-                    shell.execute_text(&sql).await;
+                    let flow = shell.execute_text(&sql).await;
                     let _ = std::io::stdout().flush();
+                    if flow == Flow::Quit {
+                        break;
+                    }
                 }
             }
             Err(ReadlineError::Interrupted) => buffer.clear(),
@@ -368,12 +535,19 @@ pub async fn run(init: Option<PathBuf>, file: Option<PathBuf>) -> anyhow::Result
         }
     }
     let _ = editor.save_history(&history);
-    for job in &shell.jobs {
-        if let Some(h) = &job.handle {
-            h.cancel();
+    shell.cancel_all();
+    Ok(0)
+}
+
+impl Shell {
+    /// Leaving the shell cancels the jobs it started.
+    fn cancel_all(&self) {
+        for job in &self.jobs {
+            if let Some(h) = &job.handle {
+                h.cancel();
+            }
         }
     }
-    Ok(0)
 }
 
 #[cfg(test)]

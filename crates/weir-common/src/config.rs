@@ -39,9 +39,14 @@ enum Kind {
     Text,
     Mode,
     Restart,
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
 }
 
 macro_rules! key {
+    ($k:expr, [$($a:expr),*], $d:expr, Choice($choices:expr), $doc:expr) => {
+        KeyInfo { key: $k, aliases: &[$($a),*], default: $d, kind: Kind::Choice($choices), doc: $doc }
+    };
     ($k:expr, [$($a:expr),*], $d:expr, Float($min:expr), $doc:expr) => {
         KeyInfo { key: $k, aliases: &[$($a),*], default: $d, kind: Kind::Float { min: $min }, doc: $doc }
     };
@@ -128,6 +133,13 @@ pub static KEYS: &[KeyInfo] = &[
         "",
         Text,
         "Default folder of savepoints."
+    ),
+    key!(
+        "execution.savepoint.path",
+        ["execution.savepoint-path"],
+        "",
+        Text,
+        "The savepoint (or checkpoint) the next job started starts from, as `weir run --restore PATH` does."
     ),
     key!(
         "restart-strategy.type",
@@ -236,6 +248,13 @@ pub static KEYS: &[KeyInfo] = &[
     ),
     key!("pipeline.name", [], "", Text, "Name of the job."),
     key!(
+        "metrics.task.detailed",
+        [],
+        "true",
+        Bool,
+        "Weir: measure each subtask's bytes in/out and busy, idle and back-pressured time (shown by the REST API, dashboard and Prometheus endpoint). Off: those read 0; records, watermarks, state and checkpoint figures are kept."
+    ),
+    key!(
         "pipeline.max-parallelism",
         [],
         "128",
@@ -269,6 +288,20 @@ pub static KEYS: &[KeyInfo] = &[
         "true",
         Bool,
         "Scans of the same table in one job (a self-join, several INSERTs, views over one table) share one source: it is read once and every reader sees the same rows."
+    ),
+    key!(
+        "sql-client.execution.result-mode",
+        [],
+        "table",
+        Choice(&["table", "changelog", "tableau"]),
+        "How the shell shows a streaming SELECT: 'table' keeps the result up to date and shows it (redrawn each second on a terminal, and when the query ends), 'changelog' lists every change with its kind, 'tableau' lists them as the rows of one table."
+    ),
+    key!(
+        "sql-client.execution.max-table-result.rows",
+        [],
+        "1000000",
+        Int,
+        "The most rows the shell's 'table' result mode keeps; beyond it the oldest rows are dropped."
     ),
 ];
 
@@ -344,6 +377,11 @@ impl Config {
             }
             Kind::Mode => {
                 parse_mode(value).ok_or_else(|| bad("'streaming' or 'batch'"))?;
+            }
+            Kind::Choice(choices) => {
+                if !choices.contains(&value.trim().to_lowercase().as_str()) {
+                    return Err(bad(&format!("one of '{}'", choices.join("', '"))));
+                }
             }
             Kind::Text => {}
         }
@@ -427,6 +465,42 @@ impl Config {
 
     pub fn checkpoint_dir(&self) -> Option<String> {
         self.raw("execution.checkpointing.dir").map(str::to_string)
+    }
+
+    /// `execution.savepoint.path`: where the next job starts from.
+    pub fn savepoint_path(&self) -> Option<String> {
+        self.raw("execution.savepoint.path").map(str::to_string)
+    }
+
+    /// `sql-client.execution.result-mode`, lower-case.
+    pub fn result_mode(&self) -> String {
+        self.raw_or_default("sql-client.execution.result-mode")
+            .to_lowercase()
+    }
+
+    /// `metrics.task.detailed`.
+    pub fn detailed_task_metrics(&self) -> bool {
+        parse_bool(self.raw_or_default("metrics.task.detailed")).unwrap_or(true)
+    }
+
+    /// `sql-client.execution.max-table-result.rows`.
+    pub fn max_table_result_rows(&self) -> usize {
+        self.raw_or_default("sql-client.execution.max-table-result.rows")
+            .parse()
+            .unwrap_or(1_000_000)
+    }
+
+    /// Every known key with its value: the one set, else the default (`None` when a key
+    /// has no fixed default, e.g. the parallelism, which follows the machine).
+    pub fn effective_entries(&self) -> impl Iterator<Item = (&'static str, Option<&str>, bool)> {
+        KEYS.iter().map(|info| match self.raw(info.key) {
+            Some(v) => (info.key, Some(v), true),
+            None => (
+                info.key,
+                Some(info.default).filter(|d| !d.is_empty()),
+                false,
+            ),
+        })
     }
 
     pub fn savepoint_dir(&self) -> Option<String> {

@@ -6,6 +6,7 @@
 //! declared. This crate knows nothing of SQL planning.
 
 pub mod blackhole;
+pub mod collect;
 pub mod datagen;
 pub mod filesystem;
 pub mod kafka;

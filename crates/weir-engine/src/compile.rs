@@ -52,6 +52,7 @@ pub async fn compile_into(
     default_parallelism: usize,
     state_ttl: Option<std::time::Duration>,
     mut scans: Option<&mut ScanVertices>,
+    collect: Option<&Arc<dyn OperatorFactory>>,
 ) -> Result<()> {
     let mut vertex_of: Vec<usize> = Vec::with_capacity(plan.nodes.len());
     let edge = |graph: &JobGraph, from: usize, to_parallelism: usize| {
@@ -383,6 +384,21 @@ pub async fn compile_into(
                     operators: vec![sink],
                 });
                 let p = edge(graph, from, parallelism);
+                graph.connect(from, v, p, 0);
+                v
+            }
+            // A reader of the rows (the shell) takes them in one place; otherwise they are
+            // printed where they are.
+            PlanNode::Collect { input, .. } if collect.is_some() => {
+                let from = vertex_of[*input];
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("collect"),
+                    name: "Sink: collect (SELECT)".into(),
+                    parallelism: 1,
+                    source: None,
+                    operators: vec![collect.expect("a collector").clone()],
+                });
+                let p = edge(graph, from, 1);
                 graph.connect(from, v, p, 0);
                 v
             }

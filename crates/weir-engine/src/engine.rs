@@ -3,6 +3,7 @@
 
 use crate::compile::compile_into;
 use std::collections::HashMap;
+use std::sync::Arc;
 use weir_common::{Config, Error, Result, RuntimeMode};
 use weir_runtime::{JobGraph, JobHandle, JobOptions, RestoreFrom};
 use weir_sql::{Located, Planner, StreamPlan, WeirStatement, parse_script};
@@ -79,7 +80,7 @@ impl Engine {
     /// A session with `config` and an empty catalog.
     pub fn new(config: Config) -> Self {
         let mut planner = Planner::new();
-        planner.set_batch_scan(std::sync::Arc::new(crate::batch::ConnectorBatchScan));
+        planner.set_batch_scan(Arc::new(crate::batch::ConnectorBatchScan));
         planner.session().register_udf(crate::udfs::count_char());
         if let Err(e) = planner.set_local_time_zone(config.local_time_zone()) {
             tracing::warn!("{e}; using the machine's zone");
@@ -257,16 +258,19 @@ impl Engine {
                     .set_local_time_zone(self.config.local_time_zone())?;
                 Ok(Outcome::Done("configuration reset".into()))
             }
+            // Every key with the value in force: set in this session, or the default.
             WeirStatement::ShowSet => Ok(Outcome::Table {
-                header: vec!["key".into(), "value".into()],
+                header: vec!["key".into(), "value".into(), "origin".into()],
                 rows: self
                     .config
-                    .entries()
-                    .map(|(k, v)| {
-                        vec![
-                            k.to_string(),
-                            weir_common::redact::display_value(k, v).to_string(),
-                        ]
+                    .effective_entries()
+                    .map(|(k, v, set)| {
+                        let shown = match v {
+                            Some(v) => weir_common::redact::display_value(k, v).to_string(),
+                            None => "(unset)".into(),
+                        };
+                        let origin = if set { "session" } else { "default" };
+                        vec![k.to_string(), shown, origin.into()]
                     })
                     .collect(),
             }),
@@ -564,6 +568,28 @@ impl Engine {
     /// Compiles planned statements into one job graph (one job per script, like a Flink
     /// statement set), creating and validating sources and sinks.
     pub async fn build_job(&self, plans: &[StreamPlan]) -> Result<JobGraph> {
+        self.build_graph(plans, None).await
+    }
+
+    /// Builds the job of a `SELECT` whose rows the caller reads (with their changelog
+    /// kinds) from the returned channel, instead of having them printed (the shell).
+    pub async fn build_collecting_job(
+        &self,
+        plans: &[StreamPlan],
+    ) -> Result<(
+        JobGraph,
+        tokio::sync::mpsc::Receiver<arrow::record_batch::RecordBatch>,
+    )> {
+        let (sink, rows) = weir_connectors::collect::collector();
+        let sink: Arc<dyn weir_runtime::OperatorFactory> = Arc::new(sink);
+        Ok((self.build_graph(plans, Some(&sink)).await?, rows))
+    }
+
+    async fn build_graph(
+        &self,
+        plans: &[StreamPlan],
+        collect: Option<&Arc<dyn weir_runtime::OperatorFactory>>,
+    ) -> Result<JobGraph> {
         let mut graph = JobGraph::default();
         let mut scans = self.config.reuse_sources().then(HashMap::new);
         for (i, plan) in plans.iter().enumerate() {
@@ -574,6 +600,7 @@ impl Engine {
                 self.config.parallelism(),
                 self.config.state_ttl(),
                 scans.as_mut(),
+                collect,
             )
             .await?;
         }
@@ -584,7 +611,7 @@ impl Engine {
     /// Starts a job graph with the session's configuration.
     pub async fn start(&self, graph: JobGraph, restore: Option<RestoreFrom>) -> Result<JobHandle> {
         let mut opts = JobOptions::from_config(&self.config);
-        opts.restore = restore;
+        opts.restore = restore.or_else(|| self.config.savepoint_path().map(RestoreFrom::Path));
         let name = self.config.pipeline_name().unwrap_or_else(|| {
             graph
                 .vertices

@@ -51,12 +51,13 @@ impl OutEdge {
         match tx.try_send(msg) {
             Ok(()) => Ok(()),
             Err(TrySendError::Closed(_)) => Err(Error::Cancelled),
-            Err(TrySendError::Full(msg)) => {
+            Err(TrySendError::Full(msg)) if self.metrics.detailed => {
                 let since = std::time::Instant::now();
                 let sent = tx.send(msg).await.map_err(|_| Error::Cancelled);
                 TaskMetrics::add_ns(&self.metrics.backpressured_ns, since.elapsed());
                 sent
             }
+            Err(TrySendError::Full(msg)) => tx.send(msg).await.map_err(|_| Error::Cancelled),
         }
     }
 

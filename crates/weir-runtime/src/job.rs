@@ -52,6 +52,8 @@ pub struct JobOptions {
     pub lease_timeout: Duration,
     /// What a failure does (`restart-strategy.*`).
     pub restart: RestartStrategy,
+    /// Per-subtask byte counts and busy/idle/back-pressured time (`metrics.task.detailed`).
+    pub detailed_metrics: bool,
 }
 
 impl Default for JobOptions {
@@ -70,6 +72,7 @@ impl Default for JobOptions {
             source_idle_timeout: None,
             lease_timeout: Duration::from_secs(30),
             restart: RestartStrategy::None,
+            detailed_metrics: true,
         }
     }
 }
@@ -88,6 +91,7 @@ impl JobOptions {
             source_idle_timeout: config.source_idle_timeout(),
             lease_timeout: config.lease_timeout(),
             restart: config.restart_strategy(),
+            detailed_metrics: config.detailed_task_metrics(),
             ..Self::default()
         }
     }
@@ -215,7 +219,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
         None => None,
     };
     let metrics = Arc::new(JobMetrics::default());
-    metrics.register_graph(&graph);
+    metrics.register_graph(&graph, opts.detailed_metrics);
     let run = Run {
         graph,
         job_fingerprint,

@@ -37,6 +37,12 @@ pub struct JobMetrics {
     pub last_failure: Mutex<Option<(u64, String)>>,
     /// The failures of the job, newest last (at most [`HISTORY`]).
     pub failures: Mutex<VecDeque<(u64, String)>>,
+    /// Since the last failure, while no sink has taken a record again.
+    recovering_since: Mutex<Option<std::time::Instant>>,
+    recovering: AtomicBool,
+    /// Time from the last failure to the first record a sink took after it, in ms, plus
+    /// one (0: no recovery yet).
+    last_recovery_ms: AtomicU64,
     /// The (chained) vertices and edges of the job, with each subtask's metrics.
     graph: RwLock<Vec<VertexMetrics>>,
     edges: RwLock<Vec<EdgeInfo>>,
@@ -99,6 +105,9 @@ pub struct TaskMetrics {
     pub alignment_ms: AtomicU64,
     /// `true` once the task ended its input (FLIP-147 `FINISHED`).
     pub finished: AtomicBool,
+    /// Whether bytes and busy/idle/back-pressured time are measured
+    /// (`metrics.task.detailed`); records, watermarks and state always are.
+    pub detailed: bool,
 }
 
 impl Default for TaskMetrics {
@@ -116,6 +125,7 @@ impl Default for TaskMetrics {
             state_bytes: AtomicU64::new(0),
             alignment_ms: AtomicU64::new(0),
             finished: AtomicBool::new(false),
+            detailed: true,
         }
     }
 }
@@ -161,15 +171,19 @@ impl TaskMetrics {
     pub(crate) fn count_in(&self, batch: &arrow::array::RecordBatch) {
         self.records_in
             .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-        self.bytes_in
-            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+        if self.detailed {
+            self.bytes_in
+                .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn count_out(&self, batch: &arrow::array::RecordBatch) {
         self.records_out
             .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-        self.bytes_out
-            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+        if self.detailed {
+            self.bytes_out
+                .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn add_ns(counter: &AtomicU64, d: std::time::Duration) {
@@ -277,6 +291,36 @@ impl JobMetrics {
             all.pop_front();
         }
         *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure);
+        *self
+            .recovering_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+        self.recovering.store(true, Ordering::Release);
+    }
+
+    /// A sink took records: the first time after a failure ends the recovery.
+    pub(crate) fn records_taken(&self) {
+        if self.recovering.load(Ordering::Relaxed) && self.recovering.swap(false, Ordering::AcqRel)
+        {
+            let since = self
+                .recovering_since
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(since) = since {
+                let ms = since.elapsed().as_millis() as u64;
+                self.last_recovery_ms.store(ms + 1, Ordering::Relaxed);
+                tracing::info!("job processing again {ms} ms after its last failure");
+            }
+        }
+    }
+
+    /// Time from the last failure to the first record a sink took after it.
+    pub fn last_recovery(&self) -> Option<std::time::Duration> {
+        match self.last_recovery_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms - 1)),
+        }
     }
 
     /// How the job ended (`FINISHED`, `FAILED` or `CANCELED`) and when; `None` while it
@@ -303,7 +347,7 @@ impl JobMetrics {
     }
 
     /// Records the job's (chained) graph; subtask metrics stay the same over restarts.
-    pub(crate) fn register_graph(&self, graph: &crate::graph::JobGraph) {
+    pub(crate) fn register_graph(&self, graph: &crate::graph::JobGraph, detailed: bool) {
         let vertices = graph
             .vertices
             .iter()
@@ -314,7 +358,12 @@ impl JobMetrics {
                 is_source: v.source.is_some(),
                 is_sink: v.operators.last().is_some_and(|o| o.is_sink()),
                 subtasks: (0..v.parallelism)
-                    .map(|_| Arc::new(TaskMetrics::default()))
+                    .map(|_| {
+                        Arc::new(TaskMetrics {
+                            detailed,
+                            ..TaskMetrics::default()
+                        })
+                    })
                     .collect(),
             })
             .collect();

@@ -210,7 +210,10 @@ impl Task {
                 .idle_timeout
                 .filter(|_| source_active && !st.idle)
                 .map(|t| st.last_emit + t);
-            let waiting = Instant::now();
+            // Timing costs two clock reads per wake-up; `metrics.task.detailed` = false
+            // saves them.
+            let timed = self.metrics.detailed;
+            let waiting = timed.then(Instant::now);
             let next = tokio::select! {
                 biased;
                 c = self.control.recv() => Next::Control(c),
@@ -220,10 +223,15 @@ impl Task {
                 _ = tokio::time::sleep_until(idle_until.unwrap_or_else(Instant::now)), if source_active && idle_until.is_some() => Next::Wake,
                 r = poll_source(&mut self.source), if source_active && idle_until.is_none() => Next::Source(r),
             };
-            let handling = Instant::now();
-            crate::metrics::TaskMetrics::add_ns(&self.metrics.idle_ns, handling - waiting);
+            let handling = waiting.map(|waiting| {
+                let now = Instant::now();
+                crate::metrics::TaskMetrics::add_ns(&self.metrics.idle_ns, now - waiting);
+                now
+            });
             self.handle(&mut st, next).await?;
-            crate::metrics::TaskMetrics::add_ns(&self.metrics.active_ns, handling.elapsed());
+            if let Some(handling) = handling {
+                crate::metrics::TaskMetrics::add_ns(&self.metrics.active_ns, handling.elapsed());
+            }
         }
         Ok(())
     }
@@ -565,6 +573,7 @@ impl Task {
                                 .metrics
                                 .rows_out
                                 .fetch_add(rows, Ordering::Relaxed);
+                            self.info.metrics.records_taken();
                             self.metrics.records_out.fetch_add(rows, Ordering::Relaxed);
                         }
                     }

@@ -457,9 +457,9 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
         if matches!(next, Token::SemiColon | Token::EOF) {
             return Ok(WeirStatement::ShowSet);
         }
-        let key = parse_key(p)?;
+        let key = parse_set_word(p, true)?;
         p.expect_token(&Token::Eq)?;
-        let value = parse_key(p)?;
+        let value = parse_set_word(p, false)?;
         return Ok(WeirStatement::Set { key, value });
     }
     if word_is(&tok, "RESET") {
@@ -469,7 +469,7 @@ fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserErr
             return Ok(WeirStatement::Reset { key: None });
         }
         return Ok(WeirStatement::Reset {
-            key: Some(parse_key(p)?),
+            key: Some(parse_set_word(p, false)?),
         });
     }
     if word_is(&tok, "SHOW") && word_is(&p.peek_nth_token(1).token, "JOBS") {
@@ -715,7 +715,38 @@ fn statement_text(sql: &str, line: u64, column: u64) -> String {
     rest.split(';').next().unwrap_or(rest).trim().to_string()
 }
 
-/// A SET key or value: a quoted string, or bare words joined by dots.
+/// A `SET`/`RESET` key or value as Flink's SQL client reads it: a quoted string, or the
+/// bare text up to `=` (a key) or the statement's end (a value), so that unquoted keys may
+/// hold dots and dashes (`SET execution.runtime-mode = batch`).
+fn parse_set_word(p: &mut Parser, key: bool) -> Result<String, ParserError> {
+    if let Token::SingleQuotedString(_) | Token::DoubleQuotedString(_) = p.peek_token().token {
+        return parse_key(p);
+    }
+    let mut text = String::new();
+    loop {
+        let tok = p.peek_token();
+        match &tok.token {
+            Token::Eq if key => break,
+            Token::SemiColon | Token::EOF => break,
+            t => text.push_str(&t.to_string()),
+        }
+        p.next_token();
+    }
+    if text.is_empty() {
+        let tok = p.peek_token();
+        return p.expected(
+            if key {
+                "a key, e.g. 'parallelism.default'"
+            } else {
+                "a value"
+            },
+            tok,
+        );
+    }
+    Ok(text)
+}
+
+/// A key or value: a quoted string, or bare words joined by dots.
 pub(crate) fn parse_key(p: &mut Parser) -> Result<String, ParserError> {
     let tok = p.next_token();
     match tok.token {
@@ -997,6 +1028,32 @@ mod tests {
             matches!(&stmts[1].statement, WeirStatement::Set { key, value } if key == "parallelism.default" && value == "2")
         );
         assert_eq!(stmts[1].location, SqlLocation { line: 8, column: 1 });
+    }
+
+    #[test]
+    fn set_takes_unquoted_keys_and_values_as_flinks_client_does() {
+        let sql = "SET execution.runtime-mode = batch;\nSET sql-client.execution.result-mode=tableau;\n\
+                   SET execution.checkpointing.interval = 10s;\nRESET table.exec.state.ttl;\nSET;";
+        let pairs: Vec<(String, String)> = parse_script(sql)
+            .unwrap()
+            .into_iter()
+            .map(|s| match s.statement {
+                WeirStatement::Set { key, value } => (key, value),
+                WeirStatement::Reset { key } => ("RESET".into(), key.unwrap()),
+                WeirStatement::ShowSet => ("SET".into(), String::new()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let expected = [
+            ("execution.runtime-mode", "batch"),
+            ("sql-client.execution.result-mode", "tableau"),
+            ("execution.checkpointing.interval", "10s"),
+            ("RESET", "table.exec.state.ttl"),
+            ("SET", ""),
+        ];
+        assert_eq!(pairs, expected.map(|(k, v)| (k.to_string(), v.to_string())));
+        let err = parse_script("SET = 1;").unwrap_err().to_string();
+        assert!(err.contains("a key"), "{err}");
     }
 
     #[test]

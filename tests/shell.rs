@@ -204,7 +204,8 @@ fn secrets_are_masked_in_show_create_table_debug_logs_and_history() {
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .env("WEIR_LOG", "debug")
+        // Every crate's debug lines, dependencies' too (a bare `debug` is Weir's only).
+        .env("WEIR_LOG", "debug,weir=debug")
         .env("WEIR_HISTORY", dir.path().join("history"))
         .arg("shell")
         .arg("-f")

@@ -100,12 +100,30 @@ enum Command {
     },
 }
 
+/// The log filter for `spec` (`WEIR_LOG`, else `RUST_LOG`): a bare `info`, `debug` or
+/// `trace` applies to Weir's own crates, its dependencies staying at `warn` (their debug
+/// output is noise to a user); anything else (`debug,hyper=info`, `weir_runtime=trace`)
+/// is an `EnvFilter` directive list used as written.
+fn log_directives(spec: &str) -> String {
+    let level = spec.trim().to_ascii_lowercase();
+    match level.as_str() {
+        "info" | "debug" | "trace" => format!("warn,weir={level}"),
+        _ => spec.to_string(),
+    }
+}
+
 fn main() {
     // sqlparser logs every statement it parses at debug level ("Parsing sql '…'"), secrets
     // included: its debug lines never pass, whatever WEIR_LOG asks for.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_env("RUST_LOG"))
-        .unwrap_or_else(|_| "warn".into())
+    let spec = ["WEIR_LOG", "RUST_LOG"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+        .unwrap_or_else(|| "warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(log_directives(&spec))
+        .unwrap_or_else(|e| {
+            eprintln!("weir: ignoring WEIR_LOG/RUST_LOG '{spec}': {e}");
+            "warn".into()
+        })
         .add_directive("sqlparser=info".parse().expect("a valid directive"));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)

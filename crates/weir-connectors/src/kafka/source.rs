@@ -529,8 +529,12 @@ impl Source for KafkaSource {
         if self.next_discovery.is_some_and(|at| Instant::now() >= at) {
             self.discover(&consumer).await?;
         }
-        let mut records = Vec::new();
-        while records.len() < MAX_BATCH_MESSAGES {
+        // The messages taken, by partition. Messages come in runs from one partition:
+        // its id and topic name are made once per run, not once per message.
+        let mut by_partition: BTreeMap<PartitionId, Vec<Record>> = BTreeMap::new();
+        let mut current: Option<(PartitionId, Arc<str>)> = None;
+        let mut taken = 0;
+        while taken < MAX_BATCH_MESSAGES {
             let Some(message) = consumer.poll(Duration::ZERO) else {
                 break;
             };
@@ -558,8 +562,15 @@ impl Source for KafkaSource {
                     return Err(self.shared.broker_error("reading messages", e));
                 }
             };
-            let id = (message.topic().to_string(), message.partition());
-            let Some(part) = self.parts.get_mut(&id) else {
+            let (topic, partition) = (message.topic(), message.partition());
+            if !current
+                .as_ref()
+                .is_some_and(|((t, p), _)| *p == partition && t == topic)
+            {
+                current = Some(((topic.to_string(), partition), Arc::from(topic)));
+            }
+            let (id, topic) = current.as_ref().expect("set above");
+            let Some(part) = self.parts.get_mut(id) else {
                 continue;
             };
             if message.offset() < part.next || part.finished() {
@@ -576,9 +587,9 @@ impl Source for KafkaSource {
                 Timestamp::CreateTime(t) => (Some(t), "CreateTime"),
                 Timestamp::LogAppendTime(t) => (Some(t), "LogAppendTime"),
             };
-            records.push(Record {
-                topic: Arc::from(id.0.as_str()),
-                partition: id.1,
+            let record = Record {
+                topic: topic.clone(),
+                partition,
                 offset: message.offset(),
                 timestamp,
                 timestamp_type,
@@ -590,7 +601,14 @@ impl Source for KafkaSource {
                         .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
                         .collect()
                 }),
-            });
+            };
+            match by_partition.get_mut(id) {
+                Some(records) => records.push(record),
+                None => {
+                    by_partition.insert(id.clone(), vec![record]);
+                }
+            }
+            taken += 1;
         }
         // Each partition is a split with its own watermark: announced when it is first
         // read, its batches apart, and its end when a bounded read reaches it.
@@ -609,18 +627,11 @@ impl Source for KafkaSource {
             .filter(|(id, part)| part.finished() && self.ended.insert((*id).clone()))
             .map(|(id, _)| split(id))
             .collect();
-        if records.is_empty() && added.is_empty() && finished.is_empty() {
+        if taken == 0 && added.is_empty() && finished.is_empty() {
             if self.shared.bounded.is_some() && self.parts.values().all(Part::finished) {
                 return Ok(SourcePoll::Finished);
             }
             return Ok(SourcePoll::Idle(IDLE_WAIT));
-        }
-        let mut by_partition: BTreeMap<PartitionId, Vec<Record>> = BTreeMap::new();
-        for r in records {
-            by_partition
-                .entry((r.topic.to_string(), r.partition))
-                .or_default()
-                .push(r);
         }
         let mut batches = Vec::with_capacity(by_partition.len());
         for (id, records) in by_partition {

@@ -42,6 +42,8 @@ use weir_runtime::{
 
 /// Messages taken per poll at most (one batch).
 const MAX_BATCH_MESSAGES: usize = 8192;
+/// librdkafka's `fetch.queue.backoff.ms` unless set (see where it is set).
+const FETCH_QUEUE_BACKOFF_MS: u64 = 10;
 /// How long an idle source waits before polling librdkafka's queue again.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
 
@@ -171,6 +173,13 @@ impl KafkaSourceFactory {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true");
+        if options.get("properties.fetch.queue.backoff.ms").is_none() {
+            // Once a partition's prefetch queue holds `queued.min.messages` (100 000),
+            // librdkafka waits this long before fetching it again: 1 s by default, during
+            // which a source that has emptied the queue idles (a job read 290k messages/s
+            // at a quarter of a core; with 10 ms, 2.2M/s). Java's client has no such pause.
+            config.set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS.to_string());
+        }
         if group_id.is_none() {
             // librdkafka wants a group even for assigned partitions; nothing is committed.
             config.set("group.id", format!("weir-{}", uuid::Uuid::new_v4()));

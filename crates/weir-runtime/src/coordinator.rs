@@ -302,8 +302,11 @@ impl Coordinator {
         completed: &mut VecDeque<CheckpointId>,
         outcome: &mut CoordinatorOutcome,
     ) -> Result<()> {
-        // FLIP-147: union list state cannot be redistributed while part of its operator
-        // has finished (the finished subtasks' share would be lost or duplicated).
+        // FLIP-147: union list state cannot be redistributed once part of its operator has
+        // closed while the rest runs (the closed subtasks' share would be lost). Finished
+        // subtasks with union state stay open, their state in every checkpoint, until
+        // their whole vertex has finished (`may_close` below).
+        let mut may_close = vec![true; self.vertices.len()];
         for (v, info) in self.vertices.iter().enumerate() {
             let subtasks: Vec<(SubtaskStatus, bool)> = (0..info.parallelism)
                 .map(|s| match p.acks.get(&(v, s)) {
@@ -311,6 +314,7 @@ impl Coordinator {
                     None => (SubtaskStatus::Closed, false),
                 })
                 .collect();
+            may_close[v] = !crate::plan::union_state_held(&subtasks);
             if crate::plan::union_state_blocked(&subtasks) {
                 let why = format!(
                     "operator '{}' keeps union list state and has finished only partly",
@@ -414,7 +418,10 @@ impl Coordinator {
         for (v, subtasks) in self.controls.iter().enumerate() {
             for (s, ctl) in subtasks.iter().enumerate() {
                 if !closed[v][s] {
-                    let _ = ctl.send(Control::Complete(p.id));
+                    let _ = ctl.send(Control::Complete {
+                        id: p.id,
+                        may_close: may_close[v],
+                    });
                 }
             }
         }

@@ -91,14 +91,21 @@ pub fn redistribute(
 }
 
 /// True when a checkpoint must be aborted because an operator with union list state is
-/// partly finished: `subtasks` holds each subtask's status and whether it has union state.
+/// partly closed: some subtasks run while others closed and no longer store their share.
+/// Subtasks that finished but are still open store theirs (`FinishedData`), so a
+/// checkpoint with only those beside running ones is whole. `subtasks` holds each
+/// subtask's status and whether it has union state.
 pub fn union_state_blocked(subtasks: &[(SubtaskStatus, bool)]) -> bool {
-    let running = subtasks
-        .iter()
-        .filter(|(s, _)| *s == SubtaskStatus::Running)
-        .count();
-    let partly_finished = running > 0 && running < subtasks.len();
-    partly_finished && subtasks.iter().any(|(_, union)| *union)
+    let running = subtasks.iter().any(|(s, _)| *s == SubtaskStatus::Running);
+    let closed = subtasks.iter().any(|(s, _)| *s == SubtaskStatus::Closed);
+    running && closed && subtasks.iter().any(|(_, union)| *union)
+}
+
+/// True when finished subtasks of an operator must stay open after a checkpoint: it keeps
+/// union list state and part of it still runs.
+pub fn union_state_held(subtasks: &[(SubtaskStatus, bool)]) -> bool {
+    subtasks.iter().any(|(s, _)| *s == SubtaskStatus::Running)
+        && subtasks.iter().any(|(_, union)| *union)
 }
 
 /// Checks that `graph` can restore from `meta`: every vertex of the checkpoint that held
@@ -178,12 +185,23 @@ mod tests {
     }
 
     #[test]
-    fn union_state_blocks_checkpoints_only_while_partly_finished() {
+    fn union_state_blocks_checkpoints_only_while_partly_closed() {
         use SubtaskStatus::*;
         assert!(union_state_blocked(&[(Running, true), (Closed, false)]));
-        assert!(union_state_blocked(&[
+        // A finished subtask still open stores its share: the checkpoint is whole, and the
+        // subtask stays open while its sibling runs.
+        assert!(!union_state_blocked(&[
             (Running, false),
             (FinishedData, true)
+        ]));
+        assert!(union_state_held(&[(Running, false), (FinishedData, true)]));
+        assert!(!union_state_held(&[
+            (FinishedData, true),
+            (FinishedData, true)
+        ]));
+        assert!(!union_state_held(&[
+            (Running, false),
+            (FinishedData, false)
         ]));
         assert!(!union_state_blocked(&[(Running, true), (Running, true)]));
         assert!(!union_state_blocked(&[

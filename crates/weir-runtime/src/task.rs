@@ -44,7 +44,13 @@ pub(crate) enum Control {
     /// Stop with savepoint `barrier`: end input (`mode` says whether to drain), then take
     /// the savepoint. Sent like `Trigger`.
     Stop(Barrier, StopMode),
-    Complete(CheckpointId),
+    /// Checkpoint `id` completed. `may_close`: a finished subtask may now close; it may
+    /// not while it keeps union list state and part of its vertex still runs (its share
+    /// of the union must stay in later checkpoints).
+    Complete {
+        id: CheckpointId,
+        may_close: bool,
+    },
     Aborted(CheckpointId),
 }
 
@@ -320,14 +326,17 @@ impl Task {
                     self.checkpoint(st, barrier).await?;
                 }
             }
-            Control::Complete(id) => {
+            Control::Complete { id, may_close } => {
                 if let Some(source) = self.source.as_mut() {
                     source.notify_checkpoint_complete(id).await?;
                 }
                 for op in &mut self.operators {
                     op.notify_checkpoint_complete(id).await?;
                 }
-                if st.phase == Phase::Finished && st.acked_after_finish.is_some_and(|a| a <= id) {
+                if may_close
+                    && st.phase == Phase::Finished
+                    && st.acked_after_finish.is_some_and(|a| a <= id)
+                {
                     self.close(st).await?;
                 }
             }

@@ -113,10 +113,7 @@ fn scalar(a: &ArrayRef, i: usize, o: &TextOptions) -> Result<Option<Text>> {
             let d = a
                 .as_primitive::<arrow::datatypes::Date32Type>()
                 .value_as_date(i);
-            Text::Str(
-                d.map(|d| d.format("%Y-%m-%d").to_string())
-                    .unwrap_or_default(),
-            )
+            Text::Str(d.map(|d| date_text(&d)).unwrap_or_default())
         }
         DataType::Timestamp(unit, tz) => {
             let v = match unit {
@@ -139,10 +136,13 @@ fn scalar(a: &ArrayRef, i: usize, o: &TextOptions) -> Result<Option<Text>> {
                 .naive_utc();
             let sep = if o.iso_timestamps { "T" } else { " " };
             let zone = if tz.is_some() { "Z" } else { "" };
+            use chrono::Timelike;
             Text::Str(format!(
-                "{}{sep}{}{}{zone}",
-                t.format("%Y-%m-%d"),
-                t.format("%H:%M:%S"),
+                "{}{sep}{:02}:{:02}:{:02}{}{zone}",
+                date_text(&t.date()),
+                t.hour(),
+                t.minute(),
+                t.second(),
                 fraction(nanos)
             ))
         }
@@ -160,8 +160,10 @@ fn scalar(a: &ArrayRef, i: usize, o: &TextOptions) -> Result<Option<Text>> {
             .ok_or_else(|| Error::input("a TIME value is out of range"))?;
             use chrono::Timelike;
             Text::Str(format!(
-                "{}{}",
-                t.format("%H:%M:%S"),
+                "{:02}:{:02}:{:02}{}",
+                t.hour(),
+                t.minute(),
+                t.second(),
                 fraction(t.nanosecond())
             ))
         }
@@ -171,6 +173,17 @@ fn scalar(a: &ArrayRef, i: usize, o: &TextOptions) -> Result<Option<Text>> {
             )));
         }
     }))
+}
+
+/// `yyyy-MM-dd`, as chrono's `%Y-%m-%d` writes it, without parsing a format string per
+/// value (a hot spot of JSON and CSV sinks).
+fn date_text(d: &chrono::NaiveDate) -> String {
+    use chrono::Datelike;
+    if (0..=9999).contains(&d.year()) {
+        format!("{:04}-{:02}-{:02}", d.year(), d.month(), d.day())
+    } else {
+        d.format("%Y-%m-%d").to_string()
+    }
 }
 
 fn json_string(s: &str, out: &mut String) {
@@ -416,6 +429,20 @@ mod tests {
             "{\"ts\":\"2024-01-01 10:00:00.12\",\"d\":1E+2,\"f\":1.0E20,\"s\":\"a,\\\"b\"}\n\
              {\"ts\":null,\"d\":1.5,\"f\":0.1,\"s\":\"\"}\n"
         );
+    }
+
+    #[test]
+    fn dates_are_written_as_chrono_writes_them() {
+        for (y, m, d) in [
+            (2024, 1, 5),
+            (1, 12, 31),
+            (9999, 2, 28),
+            (-44, 3, 15),
+            (12345, 6, 1),
+        ] {
+            let date = chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap();
+            assert_eq!(date_text(&date), date.format("%Y-%m-%d").to_string());
+        }
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub(crate) struct Coordinator {
     pub next_id: u64,
     pub events: UnboundedReceiver<TaskEvent>,
     pub commands: Receiver<Command>,
+    /// Early checkpoints asked for by operators ([`crate::TaskInfo::request_checkpoint`]).
+    pub requests: Arc<tokio::sync::Notify>,
     /// Aborted checkpoints whose folders a late task may still write to. They go once a
     /// later checkpoint completes (every running task has then finished with them: tasks
     /// write their state in barrier order) or the job ends.
@@ -121,6 +123,8 @@ impl Coordinator {
             std::mem::take(&mut self.completed_before).into();
         let mut outcome = CoordinatorOutcome::default();
         let mut asap = false;
+        // An operator asked for a checkpoint before the interval is up.
+        let mut early = false;
         let mut last_trigger = Instant::now();
         let mut last_complete = Instant::now() - self.config.min_pause;
         let far = Duration::from_secs(365 * 24 * 3600);
@@ -142,6 +146,7 @@ impl Coordinator {
                     Instant::now()
                 }
                 None => match self.config.interval {
+                    Some(_) if early => last_complete + self.config.min_pause,
                     Some(i) => (last_trigger + i).max(last_complete + self.config.min_pause),
                     None => Instant::now() + far,
                 },
@@ -184,6 +189,9 @@ impl Coordinator {
                         }
                     }
                 }
+                _ = self.requests.notified(), if self.config.interval.is_some() && !early => {
+                    early = true;
+                }
                 cmd = self.commands.recv() => match cmd {
                     Some(Command::Checkpoint { reply }) => waiting_replies.push(reply),
                     Some(Command::StopWithSavepoint { drain, dir, reply }) => {
@@ -209,6 +217,7 @@ impl Coordinator {
                     if any_closed && !self.config.checkpoints_after_finish {
                         // The behaviour before FLIP-147: no checkpoints once a task finished.
                         asap = false;
+                        early = false;
                         last_trigger = Instant::now();
                         for r in waiting_replies.drain(..) {
                             let _ = r.send(Err(Error::Checkpoint(
@@ -218,6 +227,7 @@ impl Coordinator {
                         continue;
                     }
                     asap = false;
+                    early = false;
                     last_trigger = Instant::now();
                     pending = self.trigger(&closed, std::mem::take(&mut waiting_replies), stop_request.take());
                 }

@@ -488,6 +488,7 @@ impl Run {
         }
         let lineage = lineage(restored.as_ref(), &opts, self.job_fingerprint);
         let attempt = uuid::Uuid::new_v4();
+        let checkpoint_requests = Arc::new(tokio::sync::Notify::new());
         let task_info = |vertex: &crate::graph::Vertex, subtask: usize| TaskInfo {
             job_id: opts.job_id,
             attempt,
@@ -501,6 +502,7 @@ impl Run {
             max_parallelism: opts.max_parallelism,
             metrics: metrics.clone(),
             source_idle_timeout: opts.source_idle_timeout,
+            checkpoint_requests: checkpoint_requests.clone(),
         };
         if restored.is_none() && first {
             check_earlier_output(graph, &opts, &task_info).await?;
@@ -656,6 +658,7 @@ impl Run {
             upstream: upstream_tasks(graph),
             controls,
             storage,
+            requests: checkpoint_requests,
             config: CoordinatorConfig {
                 interval: opts.checkpoint_interval,
                 timeout: opts.checkpoint_timeout,

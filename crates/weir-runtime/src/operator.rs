@@ -47,6 +47,18 @@ pub struct TaskInfo {
     /// `table.exec.source.idle-timeout`: a source split (or task) without data this long
     /// stops holding the watermark back.
     pub source_idle_timeout: Option<std::time::Duration>,
+    /// Wakes the checkpoint coordinator for an early checkpoint (see
+    /// [`TaskInfo::request_checkpoint`]).
+    pub checkpoint_requests: Arc<tokio::sync::Notify>,
+}
+
+impl TaskInfo {
+    /// Asks for a checkpoint before the interval is up, e.g. by a sink whose uncommitted
+    /// output grows large: the coordinator takes one as soon as none is in flight and
+    /// the minimum pause has passed. Nothing happens without periodic checkpoints.
+    pub fn request_checkpoint(&self) {
+        self.checkpoint_requests.notify_one();
+    }
 }
 
 /// A record-level item an operator emits.

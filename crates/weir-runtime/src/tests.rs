@@ -782,6 +782,74 @@ async fn union_state_of_a_partly_finished_operator_stays_in_later_checkpoints() 
         .unwrap();
 }
 
+/// Asks for a checkpoint on its first batch.
+struct RequestingOperator {
+    task: TaskInfo,
+    asked: bool,
+}
+
+#[async_trait]
+impl Operator for RequestingOperator {
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        if !self.asked {
+            self.task.request_checkpoint();
+            self.asked = true;
+        }
+        out.emit(batch);
+        Ok(())
+    }
+}
+
+struct RequestingFactory;
+
+impl OperatorFactory for RequestingFactory {
+    fn name(&self) -> String {
+        "requesting".into()
+    }
+    fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(RequestingOperator {
+            task: task.clone(),
+            asked: false,
+        }))
+    }
+}
+
+/// An operator may ask for a checkpoint before the interval is up (the Kafka sink does
+/// when its uncommitted output grows): one is taken at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_can_ask_for_an_early_checkpoint() {
+    let mut g = JobGraph::default();
+    let src = CountingSourceFactory {
+        rows: None,
+        short_subtask0: None,
+    };
+    g.add_vertex(vertex(
+        "src",
+        1,
+        Some(Arc::new(src)),
+        vec![Arc::new(RequestingFactory)],
+    ));
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_secs(3600)),
+        ..Default::default()
+    };
+    let job = start(g, opts).await.unwrap();
+    let started = std::time::Instant::now();
+    while job.metrics.checkpoints_completed() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no checkpoint within 10 s of the request (interval: 1 h)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    job.cancel();
+}
+
 /// Emits, after each batch, the batch's largest value as a watermark.
 struct ValueWatermarks;
 

@@ -279,7 +279,17 @@ pub(super) struct ExactlyOnceSink {
     /// (still in the checkpoints taken meanwhile), and that work.
     in_flight: Vec<Prepared>,
     committing: Option<tokio::task::JoinHandle<Result<()>>>,
+    /// An early checkpoint was asked for since the last barrier.
+    requested: bool,
 }
+
+/// Messages held since the last barrier beyond which the sink asks for a checkpoint
+/// before the interval is up (a backlog read faster than the interval would otherwise
+/// pile up in memory until the next one).
+const EARLY_CHECKPOINT_BYTES: usize = 64 << 20;
+/// Messages held in all (since the barrier, pre-committed, being written) beyond which
+/// the sink waits for the transactions being written before it takes more rows.
+const MAX_HELD_BYTES: usize = 256 << 20;
 
 impl ExactlyOnceSink {
     pub(super) fn new(tx: Transactions, messages: Messages, task: TaskInfo) -> Result<Self> {
@@ -294,6 +304,7 @@ impl ExactlyOnceSink {
             prepared: Vec::new(),
             in_flight: Vec::new(),
             committing: None,
+            requested: false,
         })
     }
 
@@ -410,6 +421,22 @@ impl Operator for ExactlyOnceSink {
             messages::append(&mut self.buffer, &message);
             self.rows += 1;
         }
+        if !self.requested && self.buffer.len() >= EARLY_CHECKPOINT_BYTES {
+            self.task.request_checkpoint();
+            self.requested = true;
+        }
+        // Back-pressure: the transactions being written drain what is held (waiting for
+        // them needs nothing from this task, unlike waiting for a barrier).
+        let held: usize = self.buffer.len()
+            + self
+                .prepared
+                .iter()
+                .chain(&self.in_flight)
+                .map(|p| p.data.len())
+                .sum::<usize>();
+        if held > MAX_HELD_BYTES && self.committing.is_some() {
+            self.wait_for_commits().await?;
+        }
         Ok(())
     }
 
@@ -418,6 +445,7 @@ impl Operator for ExactlyOnceSink {
         id: CheckpointId,
         _: &mut Output,
     ) -> Result<()> {
+        self.requested = false;
         if self.rows > 0 {
             self.prepared.push(Prepared {
                 checkpoint: id.0,

@@ -234,9 +234,18 @@ impl Task {
                 crate::metrics::TaskMetrics::add_ns(&self.metrics.idle_ns, now - waiting);
                 now
             });
+            // A source with data is always ready and its task would never give its worker
+            // thread back: the checkpoint coordinator, timers and other tasks would starve
+            // (a Kafka backlog was read whole before the first checkpoint was triggered).
+            let from_source = matches!(next, Next::Source(_));
             self.handle(&mut st, next).await?;
             if let Some(handling) = handling {
                 crate::metrics::TaskMetrics::add_ns(&self.metrics.active_ns, handling.elapsed());
+            }
+            if from_source {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::task::coop::consume_budget().await;
             }
         }
         Ok(())

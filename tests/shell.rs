@@ -15,7 +15,7 @@ fn shell(dir: &std::path::Path) -> rexpect::session::PtySession {
 
 /// `weir ARGS…` beside a shell started by [`shell`] in `dir`: its standard output.
 fn weir_beside(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+    let out = crate::common::weir()
         .env("WEIR_RUNTIME_DIR", dir.join("run"))
         .args(args)
         .output()
@@ -311,7 +311,7 @@ fn a_script_stops_at_its_first_error_with_a_failing_exit_code() {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+    let out = crate::common::weir()
         .env("WEIR_HISTORY", dir.path().join("history"))
         .env("WEIR_RUNTIME_DIR", dir.path().join("run"))
         .args(["shell", "-f"])

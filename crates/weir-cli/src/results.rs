@@ -11,10 +11,8 @@
 //! Rows come from every subtask through one collect sink, so nothing shows which subtask
 //! produced a row.
 
-use arrow::array::Array;
 use arrow::datatypes::{DataType, Schema};
 use arrow::record_batch::RecordBatch;
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -169,20 +167,8 @@ impl ResultView {
 
     /// Takes a batch of changes.
     pub fn add(&mut self, batch: &RecordBatch) -> anyhow::Result<()> {
-        let (batch, ops) = changelog::split(batch);
-        let options = FormatOptions::default().with_null("<NULL>");
-        let formatters = batch
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref() as &dyn Array, &options))
-            .collect::<Result<Vec<_>, _>>()?;
         let mut text = String::new();
-        for row in 0..batch.num_rows() {
-            let cells: Vec<String> = formatters
-                .iter()
-                .map(|f| f.value(row).to_string())
-                .collect();
-            let kind = changelog::kind_at(ops.as_ref(), row);
+        for (kind, cells) in weir::connectors::print::text_rows(batch, "<NULL>")? {
             self.received += 1;
             match self.mode {
                 ResultMode::Table => self.apply(kind, cells),
@@ -237,9 +223,8 @@ impl ResultView {
         }
     }
 
-    fn draw_table(&self) {
-        let rows: Vec<Vec<String>> = self.rows.iter().cloned().collect();
-        crate::print_table(&self.header, &rows);
+    fn draw_table(&mut self) {
+        crate::print_table(&self.header, self.rows.make_contiguous());
     }
 
     /// The query ended: closes the table (tableau) or shows the final result (table).

@@ -403,19 +403,21 @@ impl Shell {
     /// Makes `job` reachable by `weir list`/`weir stop`; without a usable control folder
     /// (said once) the job runs all the same.
     fn control(&mut self, job: &weir::JobHandle) -> Option<crate::control::SocketGuard> {
+        let first = self.control_dir.is_none();
         let dir = self
             .control_dir
             .get_or_insert_with(|| crate::control::prepare().map_err(|e| format!("{e:#}")));
-        let result = match dir {
-            Ok(dir) => crate::control::serve(dir, job, self.engine.config().savepoint_dir())
-                .map_err(|e| format!("{e:#}")),
-            Err(e) => Err(e.clone()),
+        let warn = |e: &dyn std::fmt::Display| {
+            eprintln!("[WARN] `weir list`/`weir stop` cannot reach this job: {e}");
         };
-        match result {
-            Ok(guard) => Some(guard),
+        match dir {
+            Ok(dir) => crate::control::serve(dir, job, self.engine.config().savepoint_dir())
+                .map_err(|e| warn(&format!("{e:#}")))
+                .ok(),
+            // An unusable folder is said once, at the first job.
             Err(e) => {
-                if !matches!(self.control_dir, Some(Err(_))) || self.jobs.is_empty() {
-                    eprintln!("[WARN] `weir list`/`weir stop` cannot reach this job: {e}");
+                if first {
+                    warn(e);
                 }
                 None
             }

@@ -397,11 +397,6 @@ impl Config {
         Ok(())
     }
 
-    /// The values set explicitly.
-    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-
     fn raw(&self, key: &str) -> Option<&str> {
         self.values
             .get(key)

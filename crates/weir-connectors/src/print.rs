@@ -7,6 +7,7 @@ use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use async_trait::async_trait;
 use std::io::Write;
+use weir_common::changelog::RowKind;
 use weir_common::{ConnectorOptions, Result};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
 
@@ -32,11 +33,11 @@ struct PrintSink {
     stderr: bool,
 }
 
-/// Formats each row of `batch` as Flink's `+I[a, b]`.
-/// A changelog batch shows each row's kind (`-U[…]`, `+U[…]`, `-D[…]`).
-pub fn format_rows(batch: &RecordBatch) -> Result<Vec<String>> {
+/// Each row of `batch` (which may be a changelog) as its kind and its values as text,
+/// a null written as `null`.
+pub fn text_rows(batch: &RecordBatch, null: &str) -> Result<Vec<(RowKind, Vec<String>)>> {
     let (batch, ops) = weir_common::changelog::split(batch);
-    let options = FormatOptions::default().with_null("null");
+    let options = FormatOptions::default().with_null(null);
     let formatters = batch
         .columns()
         .iter()
@@ -44,13 +45,24 @@ pub fn format_rows(batch: &RecordBatch) -> Result<Vec<String>> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok((0..batch.num_rows())
         .map(|row| {
-            let values: Vec<String> = formatters
-                .iter()
-                .map(|f| f.value(row).to_string())
-                .collect();
             let kind = weir_common::changelog::kind_at(ops.as_ref(), row);
-            format!("{}[{}]", kind.short(), values.join(", "))
+            (
+                kind,
+                formatters
+                    .iter()
+                    .map(|f| f.value(row).to_string())
+                    .collect(),
+            )
         })
+        .collect())
+}
+
+/// Formats each row of `batch` as Flink's `+I[a, b]`.
+/// A changelog batch shows each row's kind (`-U[…]`, `+U[…]`, `-D[…]`).
+pub fn format_rows(batch: &RecordBatch) -> Result<Vec<String>> {
+    Ok(text_rows(batch, "null")?
+        .into_iter()
+        .map(|(kind, values)| format!("{}[{}]", kind.short(), values.join(", ")))
         .collect())
 }
 

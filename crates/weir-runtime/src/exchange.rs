@@ -51,13 +51,14 @@ impl OutEdge {
         match tx.try_send(msg) {
             Ok(()) => Ok(()),
             Err(TrySendError::Closed(_)) => Err(Error::Cancelled),
-            Err(TrySendError::Full(msg)) if self.metrics.detailed => {
-                let since = std::time::Instant::now();
+            Err(TrySendError::Full(msg)) => {
+                let since = self.metrics.detailed.then(std::time::Instant::now);
                 let sent = tx.send(msg).await.map_err(|_| Error::Cancelled);
-                TaskMetrics::add_ns(&self.metrics.backpressured_ns, since.elapsed());
+                if let Some(since) = since {
+                    TaskMetrics::add_ns(&self.metrics.backpressured_ns, since.elapsed());
+                }
                 sent
             }
-            Err(TrySendError::Full(msg)) => tx.send(msg).await.map_err(|_| Error::Cancelled),
         }
     }
 

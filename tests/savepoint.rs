@@ -17,7 +17,6 @@ INSERT INTO dst SELECT id, k FROM src;
 
 /// Starts the job and waits until `weir list` shows it; returns the child and the job id.
 /// The caller waits for the child.
-#[allow(clippy::zombie_processes)]
 fn start_job(dir: &Path, end: u64) -> (std::process::Child, String) {
     let out = dir.join("out");
     let s = write_script(
@@ -28,18 +27,25 @@ fn start_job(dir: &Path, end: u64) -> (std::process::Child, String) {
             &[("out", out.to_str().unwrap()), ("end", &end.to_string())],
         ),
     );
+    start_listed(dir, &s, std::process::Stdio::inherit())
+}
+
+/// Starts `weir run script -p 2` with its control socket under `dir/run` and checkpoints
+/// in `dir/chk`, and waits until `weir list` shows it; returns the child and the job id.
+#[allow(clippy::zombie_processes)]
+fn start_listed(
+    dir: &Path,
+    script: &Path,
+    stdout: std::process::Stdio,
+) -> (std::process::Child, String) {
     let run_dir = dir.join("run");
     let child = weir()
         .env("WEIR_RUNTIME_DIR", &run_dir)
-        .args([
-            "run",
-            "--quiet",
-            s.to_str().unwrap(),
-            "-p",
-            "2",
-            "--checkpoint-dir",
-            dir.join("chk").to_str().unwrap(),
-        ])
+        .args(["run", "--quiet"])
+        .arg(script)
+        .args(["-p", "2", "--checkpoint-dir"])
+        .arg(dir.join("chk"))
+        .stdout(stdout)
         .spawn()
         .unwrap();
     let started = Instant::now();
@@ -287,4 +293,127 @@ fn control_folder_that_is_a_symlink_open_or_foreign_is_refused() {
         .mode()
         & 0o777;
     assert_eq!(mode, 0o700);
+}
+
+/// The savepoint kept in `tests/data/savepoint-v4`: taken by `weir stop` (no drain) from
+/// `job.sql` at parallelism 2 part-way through its input, with `before.txt` holding what
+/// the job printed until then. Written by [`write_the_compat_savepoint`].
+const COMPAT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/savepoint-v4");
+
+fn compat_job(dir: &Path, rate: u32) -> std::path::PathBuf {
+    let sql = std::fs::read_to_string(Path::new(COMPAT).join("job.sql")).unwrap();
+    write_script(
+        dir,
+        "job.sql",
+        &render(&sql, &[("rate", &rate.to_string())]),
+    )
+}
+
+/// The printed rows of each sink of the compat job, without the subtask prefix: rows of
+/// append-only sinks sorted, the changelog of the updating one (`totals`) applied.
+fn printed_tables(text: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut changes: std::collections::BTreeMap<String, std::collections::BTreeMap<String, i64>> =
+        Default::default();
+    for line in text.lines() {
+        let Some((sink, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let row = rest.split_once("> ").map_or(rest, |(_, r)| r).trim();
+        let (kind, values) = row.split_at(2);
+        let delta = match kind {
+            "+I" | "+U" => 1,
+            "-U" | "-D" => -1,
+            _ => panic!("not a printed row: {line}"),
+        };
+        *changes
+            .entry(sink.to_string())
+            .or_default()
+            .entry(values.to_string())
+            .or_default() += delta;
+    }
+    changes
+        .into_iter()
+        .map(|(sink, rows)| {
+            let mut table = Vec::new();
+            for (row, n) in rows {
+                assert!(n >= 0, "{sink}: {row} retracted more often than added");
+                table.extend(std::iter::repeat_n(row, n as usize));
+            }
+            (sink, table)
+        })
+        .collect()
+}
+
+/// A savepoint written by this checkpoint format (version 4: keyed state in key groups of
+/// Weir's own key hash) must keep restoring: every operator's keyed state, at another
+/// parallelism, completing exactly the rows an uninterrupted run gives. A change to the
+/// key hash, the key-group split or a state codec fails here.
+#[test]
+fn the_checked_in_savepoint_restores_at_another_parallelism() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = compat_job(tmp.path(), 3000);
+    let whole = printed_tables(&run_ok(&[job.to_str().unwrap(), "-p", "2"]));
+    // Restore from a copy: a restore must not need to write into the savepoint.
+    let savepoint = tmp.path().join("savepoint");
+    copy_dir(&Path::new(COMPAT).join("savepoint"), &savepoint);
+    let after = run_ok(&[
+        job.to_str().unwrap(),
+        "-p",
+        "3",
+        "--restore",
+        savepoint.to_str().unwrap(),
+    ]);
+    let before = std::fs::read_to_string(Path::new(COMPAT).join("before.txt")).unwrap();
+    let (before_rows, after_rows) = (before.lines().count(), after.lines().count());
+    assert!(
+        before_rows > 100 && after_rows > 100,
+        "the savepoint should be part-way: {before_rows} rows before it, {after_rows} after"
+    );
+    let resumed = printed_tables(&format!("{before}{after}"));
+    assert_eq!(
+        resumed.keys().collect::<Vec<_>>(),
+        ["firsts", "leaders", "matched", "totals", "windows"]
+    );
+    for (sink, rows) in &whole {
+        assert_eq!(
+            &resumed[sink], rows,
+            "{sink}: the run resumed from the checked-in savepoint differs from a whole run"
+        );
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Writes `tests/data/savepoint-v4/{savepoint,before.txt}` again. Run it only when the
+/// checkpoint format version changes (and rename the folder with it):
+/// `cargo test --test tests write_the_compat_savepoint -- --ignored`.
+#[test]
+#[ignore]
+fn write_the_compat_savepoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = compat_job(tmp.path(), 1500);
+    let printed = std::fs::File::create(tmp.path().join("before.txt")).unwrap();
+    let (mut child, id) = start_listed(tmp.path(), &job, printed.into());
+    std::thread::sleep(Duration::from_millis(1500));
+    let taken = stop(tmp.path(), &id, false);
+    assert!(child.wait().unwrap().success());
+    let target = Path::new(COMPAT).join("savepoint");
+    let _ = std::fs::remove_dir_all(&target);
+    copy_dir(Path::new(&taken), &target);
+    std::fs::copy(
+        tmp.path().join("before.txt"),
+        Path::new(COMPAT).join("before.txt"),
+    )
+    .unwrap();
 }

@@ -5,35 +5,12 @@ use crate::graph::Partitioning;
 use crate::message::Message;
 use crate::metrics::TaskMetrics;
 use arrow::array::{RecordBatch, UInt32Array};
-use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::mpsc::error::TrySendError;
 use weir_common::{Error, Result};
 
-/// Key group of a hash (Flink: `murmur(key) % maxParallelism`).
-pub fn key_group(hash: u64, max_parallelism: usize) -> usize {
-    (hash % max_parallelism as u64) as usize
-}
-
-/// Subtask that owns a key group (Flink's `keyGroup * parallelism / maxParallelism`).
-pub fn subtask_for_key_group(
-    key_group: usize,
-    parallelism: usize,
-    max_parallelism: usize,
-) -> usize {
-    key_group * parallelism / max_parallelism
-}
-
-/// Hashes of the `keys` columns of every row; stable across processes, so the same key
-/// maps to the same key group after a restore.
-pub fn hash_rows(batch: &RecordBatch, keys: &[usize]) -> Result<Vec<u64>> {
-    let mut hashes = vec![0u64; batch.num_rows()];
-    let arrays: Vec<_> = keys.iter().map(|k| batch.column(*k).clone()).collect();
-    let builder = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
-    datafusion::common::hash_utils::create_hashes_with_hasher(&arrays, &builder, &mut hashes)?;
-    Ok(hashes)
-}
+pub use weir_state::key::{hash_rows, key_group, subtask_for_key_group};
 
 pub(crate) struct OutEdge {
     pub partitioning: Partitioning,

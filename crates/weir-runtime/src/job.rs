@@ -590,11 +590,24 @@ impl Run {
                         slot.push(st);
                     }
                 }
-                source_states = Some(redistribute(&src, vertex.parallelism, opts.max_parallelism));
+                let corrupt = |e: Error| match e {
+                    Error::CorruptCheckpoint(m) => {
+                        Error::CorruptCheckpoint(format!("state of '{}': {m}", vertex.name))
+                    }
+                    e => e,
+                };
+                source_states = Some(
+                    redistribute(&src, vertex.parallelism, opts.max_parallelism)
+                        .map_err(corrupt)?,
+                );
                 op_states = ops
                     .iter()
-                    .map(|o| Some(redistribute(o, vertex.parallelism, opts.max_parallelism)))
-                    .collect();
+                    .map(|o| {
+                        redistribute(o, vertex.parallelism, opts.max_parallelism)
+                            .map(Some)
+                            .map_err(corrupt)
+                    })
+                    .collect::<Result<_>>()?;
             }
             let mut vertex_controls = Vec::new();
             for s in 0..vertex.parallelism {

@@ -10,7 +10,7 @@
 //! decisions (which tasks to trigger, what a finished operator looks like, whether a graph
 //! may restore from a checkpoint) are pure functions in [`plan`], tested without tokio.
 
-pub mod checkpoint;
+pub use weir_state::checkpoint;
 pub mod coordinator;
 pub mod exchange;
 pub mod graph;

@@ -66,7 +66,7 @@ pub fn redistribute(
     states: &[OperatorState],
     parallelism: usize,
     max_parallelism: usize,
-) -> Vec<OperatorState> {
+) -> Result<Vec<OperatorState>> {
     let distribution = states.first().map(|s| s.distribution).unwrap_or_default();
     let items = states
         .iter()
@@ -80,14 +80,14 @@ pub fn redistribute(
             StateDistribution::ToFirst => out[0].push_from(from, item),
             StateDistribution::Union => out.iter_mut().for_each(|o| o.push_from(from, item)),
             StateDistribution::KeyGroups => {
-                let kg = item.get("kg").and_then(|k| k.as_u64()).unwrap_or(0) as usize;
+                let kg = weir_state::keyed::item_key_group(item, max_parallelism)?;
                 let owner =
                     crate::exchange::subtask_for_key_group(kg, parallelism, max_parallelism);
                 out[owner].push_from(from, item);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// True when a checkpoint must be aborted because an operator with union list state is
@@ -221,7 +221,8 @@ mod tests {
             ],
             3,
             128,
-        );
+        )
+        .unwrap();
         assert_eq!(
             rr.iter().map(|o| o.items.len()).collect::<Vec<_>>(),
             vec![1, 1, 0]
@@ -233,7 +234,8 @@ mod tests {
             ],
             2,
             128,
-        );
+        )
+        .unwrap();
         assert_eq!(first[0].items.len(), 2);
         assert!(first[1].items.is_empty());
         let union = redistribute(
@@ -243,7 +245,8 @@ mod tests {
             ],
             2,
             128,
-        );
+        )
+        .unwrap();
         assert_eq!(union[1].items.len(), 2);
         let kg = |g: u64| {
             OperatorState::new(
@@ -251,7 +254,7 @@ mod tests {
                 vec![serde_json::json!({"kg": g})],
             )
         };
-        let keyed = redistribute(&[kg(0), kg(127), kg(64)], 2, 128);
+        let keyed = redistribute(&[kg(0), kg(127), kg(64)], 2, 128).unwrap();
         assert_eq!(keyed[0].items, vec![serde_json::json!({"kg": 0})]);
         assert_eq!(keyed[1].items.len(), 2);
     }
@@ -268,7 +271,7 @@ mod tests {
             s
         };
         let old = [state(&[(0, "a0"), (127, "a127")]), state(&[(1, "b1")])];
-        let new = redistribute(&old, 2, 128);
+        let new = redistribute(&old, 2, 128).unwrap();
         let contents = |s: &OperatorState| -> Vec<String> {
             s.items
                 .iter()

@@ -153,8 +153,10 @@ impl VertexEntry {
 
 /// Version of the checkpoint format this Weir writes and reads: 2 stores keyed state as
 /// raw Arrow IPC payloads after each task file's JSON header; 3 adds checksums (of every
-/// state file and of `_metadata` itself) and the job's lineage.
-pub const FORMAT_VERSION: u32 = 3;
+/// state file and of `_metadata` itself) and the job's lineage; 4 puts keyed state in key
+/// groups by Weir's own key hash ([`crate::key`], version [`crate::key::KEY_HASH_VERSION`])
+/// instead of the standard library's.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The `_metadata` file.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -197,3 +197,51 @@ fn only_retained_checkpoints_stay_on_disk() {
         "checkpoint folders left: {checkpoints:?}"
     );
 }
+
+/// A task writes its snapshots off its data path: while a checkpoint's state file takes
+/// 3 s to write (a slow store, made so by a failpoint), the source goes on emitting. A
+/// task that waited for its write would print about 300 of the 3,000 rows before the
+/// first checkpoint completes.
+#[test]
+fn rows_flow_while_a_checkpoint_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = write_script(
+        tmp.path(),
+        "job.sql",
+        "
+CREATE TABLE src (id BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '1000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000'
+);
+CREATE TABLE out (id BIGINT) WITH ('connector' = 'print', 'standard-error' = 'true');
+INSERT INTO out SELECT id FROM src;
+",
+    );
+    let out = weir()
+        .env("WEIR_FAILPOINTS", "before-task-state=sleep:3000")
+        .env("WEIR_LOG", "info")
+        .args(["run", "--quiet"])
+        .arg(&script)
+        .args(["-p", "1", "--checkpoint-dir"])
+        .arg(tmp.path().join("chk"))
+        .args(["--checkpoint-interval", "300 ms"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| l.contains("checkpoint 1 complete"))
+        .unwrap_or_else(|| panic!("no checkpoint completed:\n{stderr}"));
+    let rows_before = lines[..first]
+        .iter()
+        .filter(|l| l.starts_with("+I["))
+        .count();
+    let rows = lines.iter().filter(|l| l.starts_with("+I[")).count();
+    assert_eq!(rows, 3000);
+    assert!(
+        rows_before >= 1500,
+        "only {rows_before} rows before the first checkpoint's slow write completed"
+    );
+}

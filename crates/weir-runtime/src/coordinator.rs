@@ -179,6 +179,16 @@ impl Coordinator {
                                 asap = true;
                             }
                         }
+                        TaskEvent::Declined { task, id, error } => {
+                            // The task could not write its state: the attempt fails with
+                            // that error, as when writing it was part of the task's work
+                            // (the job logs it).
+                            tracing::debug!(checkpoint = id.0, subtask = ?task, "a task could not write its checkpoint state");
+                            if let Some(p) = pending.take_if(|p| p.id == id) {
+                                self.abort(p, "a task could not write its state").await;
+                            }
+                            return Err(error);
+                        }
                         TaskEvent::Closed { task } => {
                             closed[task.0][task.1] = true;
                             if pending.as_ref().is_some_and(|p| p.waiting.contains(&task)) {

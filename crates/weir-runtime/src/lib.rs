@@ -27,6 +27,7 @@ pub mod storage;
 mod task;
 #[cfg(test)]
 mod tests;
+mod upload;
 
 pub use async_trait::async_trait;
 pub use checkpoint::{CheckpointMetadata, OperatorState, StateDistribution, SubtaskStatus};

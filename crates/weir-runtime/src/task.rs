@@ -29,6 +29,7 @@ use crate::operator::{Operator, Output, StreamItem, TaskInfo};
 use crate::plan::TaskRef;
 use crate::source::{Source, SourcePoll, SplitId};
 use crate::storage::CheckpointStorage;
+use crate::upload::{Upload, Uploader};
 use std::future::poll_fn;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
@@ -71,6 +72,12 @@ pub(crate) enum TaskEvent {
     },
     Closed {
         task: TaskRef,
+    },
+    /// The task could not write its state for checkpoint `id`.
+    Declined {
+        task: TaskRef,
+        id: CheckpointId,
+        error: weir_common::Error,
     },
 }
 
@@ -129,6 +136,8 @@ pub(crate) struct Task {
 }
 
 struct State {
+    /// Writes this task's snapshots and acknowledges them.
+    uploads: Uploader,
     phase: Phase,
     /// How the task finished (`NoDrain`: stopped with a savepoint to resume from).
     stop_mode: Option<StopMode>,
@@ -170,6 +179,7 @@ impl Task {
         }
         let num_inputs = self.inputs.iter().map(|c| c.input + 1).max().unwrap_or(0);
         let mut st = State {
+            uploads: Uploader::start(self.storage.clone(), self.events.clone(), self.task_ref),
             phase: Phase::Running,
             stop_mode: None,
             aligning: None,
@@ -189,7 +199,7 @@ impl Task {
                 .broadcast(Message::EndOfData(StopMode::Drain))
                 .await?;
             st.phase = Phase::Finished;
-            let _ = self.events.send(TaskEvent::EndOfData {
+            st.uploads.send(TaskEvent::EndOfData {
                 task: self.task_ref,
             });
         } else if let Some(source) = self.source.as_mut() {
@@ -644,11 +654,6 @@ impl Task {
                 .replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
             self.info.subtask
         );
-        let state_digest = self
-            .storage
-            .write_task_state(barrier.id, &file, &snapshot)
-            .await?;
-        weir_common::failpoint("after-task-state")?;
         // A task stopped without drain resumes from this state: it is not finished.
         let status = match (st.phase, st.stop_mode) {
             (Phase::Running, _) | (_, Some(StopMode::NoDrain)) => SubtaskStatus::Running,
@@ -664,13 +669,13 @@ impl Task {
             .any(|s| {
                 s.distribution == crate::checkpoint::StateDistribution::Union && !s.items.is_empty()
             });
-        let _ = self.events.send(TaskEvent::Ack {
-            union_state,
-            task: self.task_ref,
+        // Written (and acknowledged) off the data path.
+        st.uploads.submit(Upload {
             id: barrier.id,
+            file,
+            snapshot,
             status,
-            state_file: file,
-            state_digest,
+            union_state,
         });
         Ok(())
     }
@@ -692,7 +697,7 @@ impl Task {
         st.phase = Phase::Finished;
         st.stop_mode = Some(mode);
         self.metrics.finished.store(true, Ordering::Relaxed);
-        let _ = self.events.send(TaskEvent::EndOfData {
+        st.uploads.send(TaskEvent::EndOfData {
             task: self.task_ref,
         });
         if !self.checkpoints_after_finish {
@@ -710,9 +715,11 @@ impl Task {
         }
         self.output.end_of_partition().await;
         st.phase = Phase::Closed;
-        let _ = self.events.send(TaskEvent::Closed {
+        // After the acknowledgements of snapshots still being written.
+        st.uploads.send(TaskEvent::Closed {
             task: self.task_ref,
         });
+        st.uploads.drain().await;
         Ok(())
     }
 }

@@ -245,3 +245,170 @@ INSERT INTO out SELECT id FROM src;
         "only {rows_before} rows before the first checkpoint's slow write completed"
     );
 }
+
+/// A regular join whose dimension side (40,000 rows, ~2 MB of state) is read at once and
+/// never changes, while events trickle in: incremental checkpoints write the dimension's
+/// key groups once and then only what the events change.
+const DIMENSION_JOIN: &str = "
+CREATE TABLE dim (id BIGINT, name STRING) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '400000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '40000',
+  'fields.name.length' = '40'
+);
+CREATE TABLE events (eid BIGINT, ref BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '${rate}',
+  'fields.eid.kind' = 'sequence', 'fields.eid.start' = '1', 'fields.eid.end' = '${events}',
+  'fields.ref.min' = '1', 'fields.ref.max' = '40000'
+);
+CREATE TABLE out (eid BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'csv');
+INSERT INTO out SELECT e.eid, d.name FROM events e JOIN dim d ON e.ref = d.id;
+";
+
+fn dimension_join(dir: &std::path::Path, events: u64, rate: u64) -> String {
+    let out = dir.join("out");
+    let text = render(
+        DIMENSION_JOIN,
+        &[
+            ("out", out.to_str().unwrap()),
+            ("events", &events.to_string()),
+            ("rate", &rate.to_string()),
+        ],
+    );
+    write_script(dir, "job.sql", &text)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// (bytes of state, bytes written) of every completed checkpoint in an info log.
+fn checkpoint_sizes(log: &str) -> Vec<(u64, u64)> {
+    log.lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(" ms (")?;
+            let (state, rest) = rest.split_once(" bytes of state, ")?;
+            let (written, _) = rest.split_once(" written)")?;
+            Some((state.parse().ok()?, written.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Incremental checkpoints write the unchanged dimension state once; turned off, every
+/// checkpoint writes all of it. Either way the output is the same, and once the job ends
+/// the shared folder holds exactly what the retained checkpoint refers to.
+#[test]
+fn incremental_checkpoints_write_only_changed_key_groups() {
+    let run = |incremental: bool| {
+        let tmp = tempfile::tempdir().unwrap();
+        let script = dimension_join(tmp.path(), 1500, 500);
+        let chk = tmp.path().join("chk");
+        let out = weir()
+            .env("WEIR_LOG", "info")
+            .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
+            .arg(&chk)
+            .args(["--checkpoint-interval", "200 ms", "-D"])
+            .arg(format!("execution.checkpointing.incremental={incremental}"))
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{log}");
+        assert_eq!(
+            committed_numbers(&tmp.path().join("out")),
+            (1..=1500).collect::<Vec<_>>()
+        );
+        // The shared objects left are those of the retained checkpoint.
+        let job = std::fs::read_dir(&chk)
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_type().unwrap().is_dir())
+            .unwrap()
+            .path();
+        let mut left: Vec<String> = std::fs::read_dir(job.join("shared"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        left.sort();
+        let mut referenced: Vec<String> = Vec::new();
+        for chk in std::fs::read_dir(&job).unwrap().flatten() {
+            let meta = chk.path().join("_metadata");
+            if let Ok(text) = std::fs::read_to_string(meta) {
+                let meta: serde_json::Value = serde_json::from_str(&text).unwrap();
+                for v in meta["vertices"].as_array().unwrap() {
+                    for s in v["subtasks"].as_array().unwrap() {
+                        for name in s["shared"].as_array().into_iter().flatten() {
+                            referenced.push(name.as_str().unwrap().to_string());
+                        }
+                    }
+                }
+            }
+        }
+        referenced.sort();
+        referenced.dedup();
+        assert_eq!(left, referenced, "shared objects left behind or missing");
+        checkpoint_sizes(&log)
+    };
+    let incremental = run(true);
+    let full = run(false);
+    // Checkpoints taken once the dimension is in state (≥ 1 MB of it).
+    let loaded = |sizes: &[(u64, u64)]| -> Vec<(u64, u64)> {
+        sizes
+            .iter()
+            .copied()
+            .filter(|(s, _)| *s >= 1 << 20)
+            .collect()
+    };
+    let (inc, full) = (loaded(&incremental), loaded(&full));
+    assert!(inc.len() >= 4 && full.len() >= 4, "{inc:?} / {full:?}");
+    assert!(
+        full.iter().all(|(state, written)| written == state),
+        "{full:?}"
+    );
+    let small = inc
+        .iter()
+        .filter(|(state, written)| written * 10 < *state)
+        .count();
+    assert!(
+        small >= inc.len() - 2,
+        "incremental checkpoints wrote most of their state again: {inc:?}"
+    );
+}
+
+/// The dimension join under SIGKILLs, restored each time from the latest incremental
+/// checkpoint (state files referring to shared objects of earlier checkpoints and of
+/// earlier runs): every event is joined exactly once.
+#[test]
+fn incremental_checkpoints_are_exactly_once_under_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = dimension_join(tmp.path(), 4000, 800);
+    let chk = tmp.path().join("chk");
+    let args = [
+        &script[..],
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "150 ms",
+    ];
+    let kills = crate::crash::kill_until_done(&args, &[], 12, 7);
+    assert!(kills >= 12, "only {kills} kills");
+    // Killed runs left incremental checkpoints behind, which the next runs restored.
+    let runs_with_shared_state = std::fs::read_dir(&chk)
+        .unwrap()
+        .flatten()
+        .filter(|job| {
+            std::fs::read_dir(job.path().join("shared")).is_ok_and(|mut d| d.next().is_some())
+        })
+        .count();
+    assert!(
+        runs_with_shared_state >= 3,
+        "only {runs_with_shared_state} runs wrote shared state"
+    );
+    assert_eq!(
+        committed_numbers(&tmp.path().join("out")),
+        (1..=4000).collect::<Vec<_>>(),
+        "events lost or joined twice after {kills} SIGKILLs"
+    );
+}

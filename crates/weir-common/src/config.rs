@@ -107,6 +107,13 @@ pub static KEYS: &[KeyInfo] = &[
         "FLIP-147: keep checkpointing after some tasks finish and wait for a final checkpoint before ending."
     ),
     key!(
+        "execution.checkpointing.incremental",
+        [],
+        "true",
+        Bool,
+        "Incremental checkpoints: a checkpoint writes only the keyed state that changed since the task's previous one (state of each key group is kept once in the job's shared folder and referenced by later checkpoints). Savepoints are always full."
+    ),
+    key!(
         "execution.checkpointing.dir",
         ["state.checkpoints.dir"],
         "",
@@ -456,6 +463,10 @@ impl Config {
     pub fn checkpoints_after_tasks_finish(&self) -> bool {
         parse_bool(self.raw_or_default("execution.checkpointing.checkpoints-after-tasks-finish"))
             .unwrap_or(true)
+    }
+
+    pub fn incremental_checkpoints(&self) -> bool {
+        parse_bool(self.raw_or_default("execution.checkpointing.incremental")).unwrap_or(true)
     }
 
     pub fn checkpoint_dir(&self) -> Option<String> {

@@ -62,7 +62,7 @@ pub(crate) struct VertexInfo {
 struct Acked {
     status: SubtaskStatus,
     file: String,
-    digest: crate::checkpoint::FileDigest,
+    state: crate::storage::WrittenState,
     union_state: bool,
 }
 
@@ -138,6 +138,9 @@ impl Coordinator {
                     self.abort(p, "the job finished").await;
                 }
                 self.remove_aborted(CheckpointId(u64::MAX)).await;
+                // Shared state of aborted checkpoints is kept while tasks run (a task may
+                // refer to it again); now nothing does.
+                self.release_shared(None, &completed).await;
                 return Ok(outcome);
             }
             let deadline = match &pending {
@@ -155,10 +158,10 @@ impl Coordinator {
                 ev = self.events.recv() => {
                     let Some(ev) = ev else { return Ok(outcome) };
                     match ev {
-                        TaskEvent::Ack { task, id, status, state_file, state_digest, union_state } => {
+                        TaskEvent::Ack { task, id, status, state_file, state, union_state } => {
                             let done = match pending.as_mut() {
                                 Some(p) if p.id == id => {
-                                    let acked = Acked { status, file: state_file, digest: state_digest, union_state };
+                                    let acked = Acked { status, file: state_file, state, union_state };
                                     p.acks.insert(task, acked);
                                     p.waiting.retain(|t| *t != task);
                                     p.waiting.is_empty()
@@ -300,6 +303,7 @@ impl Coordinator {
                 trigger_ms: weir_common::now_ms(),
                 duration_ms: 0,
                 state_size: 0,
+                checkpointed_size: 0,
                 acknowledged: 0,
                 subtasks,
                 failure: None,
@@ -358,7 +362,8 @@ impl Coordinator {
                             subtask: s,
                             status: a.status,
                             state_file: Some(a.file.clone()),
-                            state_digest: Some(a.digest.clone()),
+                            state_digest: Some(a.state.digest.clone()),
+                            shared: a.state.shared.clone(),
                         },
                         None => {
                             debug_assert!(closed[v][s]);
@@ -367,6 +372,7 @@ impl Coordinator {
                                 status: SubtaskStatus::Closed,
                                 state_file: None,
                                 state_digest: None,
+                                shared: Vec::new(),
                             }
                         }
                     })
@@ -418,7 +424,8 @@ impl Coordinator {
             .last_checkpoint_ms
             .store(p.started.elapsed().as_millis() as u64, Ordering::Relaxed);
         outcome.checkpoints_completed += 1;
-        let state_size = p.acks.values().map(|a| a.digest.size).sum();
+        let state_size = p.acks.values().map(|a| a.state.full_size).sum();
+        let written: u64 = p.acks.values().map(|a| a.state.written).sum();
         let acknowledged = p.acks.len();
         let duration_ms = p.started.elapsed().as_millis() as u64;
         self.metrics.update_checkpoints(|h| {
@@ -427,12 +434,13 @@ impl Coordinator {
                 c.status = crate::metrics::CheckpointStatus::Completed;
                 c.duration_ms = duration_ms;
                 c.state_size = state_size;
+                c.checkpointed_size = written;
                 c.acknowledged = acknowledged;
             }
         });
         outcome.last_checkpoint = Some(self.storage.describe(p.id));
         tracing::info!(
-            "checkpoint {} complete in {duration_ms} ms ({state_size} bytes of state)",
+            "checkpoint {} complete in {duration_ms} ms ({state_size} bytes of state, {written} written)",
             p.id
         );
         for (v, subtasks) in self.controls.iter().enumerate() {
@@ -456,11 +464,41 @@ impl Coordinator {
         self.remove_aborted(p.id).await;
         while completed.len() > self.config.retained.max(1) {
             let old = completed.pop_front().expect("non-empty");
+            // Read before the checkpoint goes: the shared objects only it refers to go too.
+            let refs = self.storage.shared_refs(old).await;
             if let Err(e) = self.storage.discard(old, true).await {
                 tracing::warn!("cannot delete old checkpoint {old}: {e}");
             }
+            match refs {
+                Ok(refs) if refs.is_empty() => {}
+                Ok(refs) => self.release_shared(Some(refs), completed).await,
+                Err(e) => tracing::warn!("cannot read the shared state of checkpoint {old}: {e}"),
+            }
         }
         Ok(())
+    }
+
+    /// Deletes shared state objects no retained checkpoint refers to: among `candidates`,
+    /// or all of them (`None`, once no task writes any more). Nothing is deleted when the
+    /// retained checkpoints cannot be read.
+    async fn release_shared(
+        &self,
+        candidates: Option<std::collections::HashSet<String>>,
+        retained: &VecDeque<CheckpointId>,
+    ) {
+        let mut keep = std::collections::HashSet::new();
+        for id in retained {
+            match self.storage.shared_refs(*id).await {
+                Ok(refs) => keep.extend(refs),
+                Err(e) => {
+                    tracing::warn!("cannot read the shared state of checkpoint {id}: {e}");
+                    return;
+                }
+            }
+        }
+        if let Err(e) = self.storage.delete_shared(candidates, &keep).await {
+            tracing::warn!("cannot delete unused shared state: {e}");
+        }
     }
 
     async fn abort(&mut self, p: Pending, why: &str) {

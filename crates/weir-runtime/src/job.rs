@@ -39,6 +39,9 @@ pub struct JobOptions {
     pub min_pause: Duration,
     pub retained: usize,
     pub checkpoints_after_tasks_finish: bool,
+    /// Incremental checkpoints (`execution.checkpointing.incremental`; see
+    /// [`crate::storage`]).
+    pub incremental: bool,
     /// Folder or URL of checkpoints; `None` keeps them in memory.
     pub checkpoint_dir: Option<String>,
     pub restore: Option<RestoreFrom>,
@@ -65,6 +68,7 @@ impl Default for JobOptions {
             min_pause: Duration::ZERO,
             retained: 1,
             checkpoints_after_tasks_finish: true,
+            incremental: true,
             checkpoint_dir: None,
             restore: None,
             max_parallelism: 128,
@@ -86,6 +90,7 @@ impl JobOptions {
             min_pause: config.checkpoint_min_pause(),
             retained: config.num_retained_checkpoints(),
             checkpoints_after_tasks_finish: config.checkpoints_after_tasks_finish(),
+            incremental: config.incremental_checkpoints(),
             checkpoint_dir: config.checkpoint_dir(),
             max_parallelism: config.max_parallelism(),
             source_idle_timeout: config.source_idle_timeout(),
@@ -474,7 +479,8 @@ impl Run {
         let storage = CheckpointStorage::at(
             opts.checkpoint_dir.as_deref().unwrap_or(MEMORY_CHECKPOINTS),
             opts.job_id,
-        )?;
+        )?
+        .incremental(opts.incremental);
         let (restored, mut loaded) = match resolve_restore(graph, &opts).await? {
             Some((r, loaded)) => (Some(r), loaded),
             None => (None, Vec::new()),

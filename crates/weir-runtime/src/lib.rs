@@ -23,6 +23,7 @@ pub mod plan;
 mod restore;
 pub mod s3_uploads;
 pub mod source;
+pub mod state_file;
 pub mod storage;
 mod task;
 #[cfg(test)]

@@ -219,8 +219,10 @@ pub struct CheckpointStats {
     pub trigger_ms: u64,
     /// Trigger to completion (or failure), ms.
     pub duration_ms: u64,
-    /// Bytes of state files written.
+    /// Bytes of state: the state files and the shared objects they refer to.
     pub state_size: u64,
+    /// Bytes written for this checkpoint (less than `state_size` when incremental).
+    pub checkpointed_size: u64,
     pub acknowledged: usize,
     pub subtasks: usize,
     /// Why it failed.

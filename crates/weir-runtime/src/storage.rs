@@ -6,10 +6,13 @@
 //! checkpoint either has a complete `_metadata` or does not exist.
 
 use crate::checkpoint::{CheckpointMetadata, FileDigest, SubtaskEntry, TaskSnapshot};
+pub use crate::state_file::{decode_task_state, encode_task_state};
+use crate::state_file::{encode_with_shared, fill_shared, plan_shared};
 use futures::TryStreamExt;
 use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::collections::HashSet;
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
 
@@ -172,6 +175,22 @@ pub struct CheckpointStorage {
     job_root: Path,
     /// The job's folder on disk, when checkpoints are local.
     local_root: Option<std::path::PathBuf>,
+    /// Large keyed payloads go to the shared folder (see [`crate::state_file`]).
+    incremental: bool,
+}
+
+/// What writing a task's state did.
+#[derive(Debug, Clone)]
+pub struct WrittenState {
+    /// Of the state file.
+    pub digest: FileDigest,
+    /// Shared objects the state file refers to.
+    pub shared: Vec<String>,
+    /// Size of the whole state: the file and every shared object it refers to.
+    pub full_size: u64,
+    /// Bytes written for this checkpoint: the file and the shared objects not already
+    /// there.
+    pub written: u64,
 }
 
 impl CheckpointStorage {
@@ -180,7 +199,19 @@ impl CheckpointStorage {
             store,
             job_root: base.clone().join(job_id.to_string()),
             local_root: None,
+            incremental: false,
         }
+    }
+
+    /// Whether checkpoints are incremental (`execution.checkpointing.incremental`).
+    pub fn incremental(mut self, on: bool) -> Self {
+        self.incremental = on;
+        self
+    }
+
+    /// The folder of the job's shared state objects.
+    fn shared_root(&self) -> Path {
+        self.job_root.clone().join("shared")
     }
 
     /// Checkpoints under `location` (a local path, `file://`, `s3://` or `memory://`).
@@ -200,19 +231,102 @@ impl CheckpointStorage {
         self.checkpoint_path(id).to_string()
     }
 
-    /// Writes a task's state file (see [`encode_task_state`]) and returns its digest.
+    /// Writes a task's state file (see [`crate::state_file`]). With incremental
+    /// checkpoints, large keyed payloads go to the shared folder unless `known` (the
+    /// shared objects of the task's previous snapshot) says they are there already.
     pub async fn write_task_state(
         &self,
         id: CheckpointId,
         file: &str,
         snapshot: &TaskSnapshot,
-    ) -> Result<FileDigest> {
-        let payload = encode_task_state(snapshot)?;
+        known: &HashSet<String>,
+    ) -> Result<WrittenState> {
+        let shared = if self.incremental {
+            plan_shared(snapshot)
+        } else {
+            Vec::new()
+        };
+        let states = snapshot.source.iter().chain(&snapshot.operators);
+        let mut names = Vec::new();
+        let (mut full_size, mut written) = (0, 0);
+        for (state, plan) in states.zip(&shared) {
+            for (bytes, name) in state.payloads.iter().zip(plan) {
+                let Some(name) = name else { continue };
+                full_size += bytes.len() as u64;
+                if !known.contains(name) && !names.contains(name) {
+                    self.store
+                        .put(
+                            &self.shared_root().join(name.as_str()),
+                            PutPayload::from(bytes.clone()),
+                        )
+                        .await?;
+                    written += bytes.len() as u64;
+                }
+                names.push(name.clone());
+            }
+        }
+        let payload = encode_with_shared(snapshot, &shared)?;
         let digest = FileDigest::of(payload.iter().map(|b| b.as_ref()));
         self.store
             .put(&self.checkpoint_path(id).join(file), payload)
             .await?;
-        Ok(digest)
+        names.sort();
+        names.dedup();
+        Ok(WrittenState {
+            full_size: full_size + digest.size,
+            written: written + digest.size,
+            digest,
+            shared: names,
+        })
+    }
+
+    /// The shared objects checkpoint `id` refers to (none if it has no `_metadata`).
+    pub async fn shared_refs(&self, id: CheckpointId) -> Result<HashSet<String>> {
+        let path = self.checkpoint_path(id).join("_metadata");
+        let bytes = match self.store.get(&path).await {
+            Ok(got) => got.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(HashSet::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let meta: CheckpointMetadata = serde_json::from_slice(&bytes)?;
+        Ok(meta
+            .vertices
+            .iter()
+            .flat_map(|v| &v.subtasks)
+            .flat_map(|s| s.shared.iter().cloned())
+            .collect())
+    }
+
+    /// Deletes shared objects of the job that `keep` does not hold: those in `candidates`,
+    /// or every one in the folder when `candidates` is `None` (at the end of a job, when
+    /// no task writes any more).
+    pub async fn delete_shared(
+        &self,
+        candidates: Option<HashSet<String>>,
+        keep: &HashSet<String>,
+    ) -> Result<()> {
+        let names: Vec<String> = match candidates {
+            Some(c) => c.into_iter().collect(),
+            None => {
+                let root = self.shared_root();
+                let listed: Vec<_> = self.store.list(Some(&root)).try_collect().await?;
+                listed
+                    .into_iter()
+                    .filter_map(|o| o.location.filename().map(str::to_string))
+                    .collect()
+            }
+        };
+        for name in names.into_iter().filter(|n| !keep.contains(n)) {
+            match self
+                .store
+                .delete(&self.shared_root().join(name.as_str()))
+                .await
+            {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Writes `_metadata` (sealed with its checksum), which makes the checkpoint exist.
@@ -236,22 +350,28 @@ impl CheckpointStorage {
         );
         let target = base.join(name.as_str());
         let source = self.checkpoint_path(meta.checkpoint_id);
-        for v in &meta.vertices {
-            for s in &v.subtasks {
-                if let Some(file) = &s.state_file {
-                    let bytes = self
-                        .store
-                        .get(&source.clone().join(file.as_str()))
-                        .await?
-                        .bytes()
-                        .await?;
-                    store
-                        .put(&target.clone().join(file.as_str()), PutPayload::from(bytes))
-                        .await?;
+        let mut meta = meta.clone();
+        for v in &mut meta.vertices {
+            for s in &mut v.subtasks {
+                let Some(file) = &s.state_file else { continue };
+                let mut bytes = self
+                    .store
+                    .get(&source.clone().join(file.as_str()))
+                    .await?
+                    .bytes()
+                    .await?;
+                if !s.shared.is_empty() {
+                    // Savepoints are self-contained: shared payloads go inline.
+                    let snapshot = read_state(&self.store, &self.shared_root(), bytes).await?;
+                    bytes = PutPayload::from_iter(encode_task_state(&snapshot)?).into();
+                    s.state_digest = Some(FileDigest::of([bytes.as_ref()]));
+                    s.shared.clear();
                 }
+                store
+                    .put(&target.clone().join(file.as_str()), PutPayload::from(bytes))
+                    .await?;
             }
         }
-        let mut meta = meta.clone();
         meta.seal()?;
         let bytes = serde_json::to_vec_pretty(&meta)?;
         store
@@ -453,112 +573,126 @@ impl RestoredCheckpoint {
             }
             None => return Err(corrupt("the checkpoint recorded no checksum for it".into())),
         }
-        decode_task_state(bytes)
+        let parts: Vec<_> = self.path.parts().collect();
+        let shared_root: Path = parts[..parts.len().saturating_sub(1)]
+            .iter()
+            .cloned()
+            .collect::<Path>()
+            .join("shared");
+        read_state(&self.store, &shared_root, bytes)
+            .await
             .map(Some)
-            .map_err(|e| corrupt(e.to_string()))
+            .map_err(|e| match e {
+                e @ Error::CorruptCheckpoint(_) => e,
+                e => corrupt(e.to_string()),
+            })
     }
 }
 
-/// First bytes of a task state file.
-const STATE_MAGIC: &[u8] = b"WEIR-TASK-STATE-2\n";
-
-/// The JSON part of a task state file: the snapshot without payloads, and the sizes of the
-/// payloads of each state (source first, if any, then the operators) that follow it.
-#[derive(serde::Serialize)]
-struct HeaderRef<'a> {
-    snapshot: &'a TaskSnapshot,
-    payloads: Vec<Vec<u64>>,
-}
-
-#[derive(serde::Deserialize)]
-struct Header {
-    snapshot: TaskSnapshot,
-    payloads: Vec<Vec<u64>>,
-}
-
-/// A task state file: magic, the JSON header's length (u64, little endian), the JSON
-/// header, then every payload's raw bytes in order — no base64, no escaping, written
-/// from the payloads' own buffers.
-pub fn encode_task_state(snapshot: &TaskSnapshot) -> Result<PutPayload> {
-    let states = snapshot.source.iter().chain(&snapshot.operators);
-    let header = serde_json::to_vec(&HeaderRef {
-        snapshot,
-        payloads: states
-            .clone()
-            .map(|s| s.payloads.iter().map(|p| p.len() as u64).collect())
-            .collect(),
-    })?;
-    let mut head = Vec::with_capacity(STATE_MAGIC.len() + 8 + header.len());
-    head.extend_from_slice(STATE_MAGIC);
-    head.extend_from_slice(&(header.len() as u64).to_le_bytes());
-    head.extend_from_slice(&header);
-    Ok(std::iter::once(bytes::Bytes::from(head))
-        .chain(states.flat_map(|s| s.payloads.iter().cloned()))
-        .collect())
-}
-
-/// Reads a file written by [`encode_task_state`]; payloads are slices of `bytes`.
-pub fn decode_task_state(bytes: bytes::Bytes) -> Result<TaskSnapshot> {
-    let corrupt = |what: &str| Error::Checkpoint(format!("not a Weir task state file: {what}"));
-    if !bytes.starts_with(STATE_MAGIC) {
-        return Err(corrupt("unknown format (written by an older Weir?)"));
-    }
-    let mut at = STATE_MAGIC.len();
-    let len = bytes
-        .get(at..at + 8)
-        .ok_or_else(|| corrupt("truncated header"))?;
-    let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
-    at += 8;
-    let header = bytes
-        .get(at..at.saturating_add(len))
-        .ok_or_else(|| corrupt("truncated header"))?;
-    let Header {
-        mut snapshot,
-        payloads,
-    } = serde_json::from_slice(header)?;
-    at += len;
-    let states = snapshot.source.iter_mut().chain(&mut snapshot.operators);
-    for (state, sizes) in states.zip(payloads) {
-        for size in sizes {
-            let end = at
-                .checked_add(size as usize)
-                .filter(|end| *end <= bytes.len())
-                .ok_or_else(|| corrupt("truncated payload"))?;
-            state.payloads.push(bytes.slice(at..end));
-            at = end;
-        }
+/// Decodes a state file and fetches the shared objects it refers to from `shared_root`.
+async fn read_state(
+    store: &Arc<dyn ObjectStore>,
+    shared_root: &Path,
+    bytes: bytes::Bytes,
+) -> Result<TaskSnapshot> {
+    let (mut snapshot, refs) = decode_task_state(bytes)?;
+    for r in refs {
+        let path = shared_root.clone().join(r.name.as_str());
+        let bytes = match store.get(&path).await {
+            Ok(got) => got.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(Error::CorruptCheckpoint(format!(
+                    "shared state object '{path}' is missing"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        fill_shared(&mut snapshot, &r, bytes)?;
     }
     Ok(snapshot)
 }
 
 #[cfg(test)]
-mod state_file_tests {
+mod tests {
     use super::*;
-    use crate::checkpoint::{OperatorState, StateDistribution};
+    use crate::checkpoint::{
+        OperatorState, StateDistribution, SubtaskStatus, TaskSnapshot, VertexEntry,
+    };
 
-    #[test]
-    fn task_state_round_trips_with_payloads_and_rejects_truncation() {
+    /// An incremental checkpoint writes a large key group once, refers to it from later
+    /// checkpoints, restores it from the shared folder, and a savepoint of it is whole.
+    #[tokio::test]
+    async fn shared_state_is_written_once_read_back_and_inlined_in_savepoints() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_str().unwrap().to_string();
+        let job = JobId::new();
+        let storage = CheckpointStorage::at(&dir, job).unwrap().incremental(true);
         let mut op = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
-        for (kg, text) in [(3, "first"), (9, "")] {
-            let payload = op.add_payload(bytes::Bytes::from(text));
-            op.items
-                .push(serde_json::json!({"kg": kg, "payload": payload}));
-        }
+        let payload = op.add_payload(bytes::Bytes::from("k".repeat(10_000)));
+        op.items
+            .push(serde_json::json!({"kg": 5, "payload": payload}));
         let snapshot = TaskSnapshot {
-            source: Some(OperatorState::new(
-                StateDistribution::RoundRobin,
-                vec![serde_json::json!({"file": "a", "rows": 7})],
-            )),
-            operators: vec![OperatorState::default(), op.clone()],
+            source: None,
+            operators: vec![op],
         };
-        let file: bytes::Bytes = encode_task_state(&snapshot).unwrap().into();
-        let back = decode_task_state(file.clone()).unwrap();
-        assert_eq!(back.source, snapshot.source);
+        let first = storage
+            .write_task_state(CheckpointId(1), "t-0.state", &snapshot, &HashSet::new())
+            .await
+            .unwrap();
+        assert_eq!(first.shared.len(), 1);
+        assert!(first.written > 10_000);
+        let known: HashSet<String> = first.shared.iter().cloned().collect();
+        let second = storage
+            .write_task_state(CheckpointId(2), "t-0.state", &snapshot, &known)
+            .await
+            .unwrap();
+        assert_eq!(second.shared, first.shared);
+        assert!(
+            second.written < 1000,
+            "wrote {} bytes again",
+            second.written
+        );
+        assert!(second.full_size > 10_000);
+        let meta = CheckpointMetadata {
+            format_version: crate::checkpoint::FORMAT_VERSION,
+            job_id: job.to_string(),
+            lineage: "l".into(),
+            checkpoint_id: CheckpointId(2),
+            savepoint: false,
+            completed_at_ms: 0,
+            max_parallelism: 128,
+            vertices: vec![VertexEntry {
+                uid: "v".into(),
+                name: "v".into(),
+                parallelism: 1,
+                subtasks: vec![SubtaskEntry {
+                    subtask: 0,
+                    status: SubtaskStatus::Running,
+                    state_file: Some("t-0.state".into()),
+                    state_digest: Some(second.digest.clone()),
+                    shared: second.shared.clone(),
+                }],
+            }],
+            checksum: None,
+        };
+        storage.write_metadata(&meta).await.unwrap();
+        let location = format!("{dir}/{job}/chk-2");
+        let restored = RestoredCheckpoint::open(&location).await.unwrap();
+        let entry = &restored.metadata.vertices[0].subtasks[0];
+        let back = restored.read_task_state(entry).await.unwrap().unwrap();
         assert_eq!(back.operators, snapshot.operators);
-        assert_eq!(back.operators[1].payloads, op.payloads);
-        let err = decode_task_state(file.slice(..file.len() - 1)).unwrap_err();
-        assert!(err.to_string().contains("truncated payload"), "{err}");
-        let err = decode_task_state(bytes::Bytes::from_static(b"{\"operators\":[]}")).unwrap_err();
-        assert!(err.to_string().contains("older Weir"), "{err}");
+
+        let savepoints = tmp.path().join("sp");
+        let sp = storage
+            .copy_to_savepoint(&meta, savepoints.to_str().unwrap())
+            .await
+            .unwrap();
+        // The savepoint needs nothing of the job's folder.
+        std::fs::remove_dir_all(tmp.path().join(job.to_string())).unwrap();
+        let restored = RestoredCheckpoint::open(&sp).await.unwrap();
+        let entry = &restored.metadata.vertices[0].subtasks[0];
+        assert!(entry.shared.is_empty());
+        let back = restored.read_task_state(entry).await.unwrap().unwrap();
+        assert_eq!(back.operators, snapshot.operators);
     }
 }

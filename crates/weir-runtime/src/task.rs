@@ -63,7 +63,7 @@ pub(crate) enum TaskEvent {
         id: CheckpointId,
         status: SubtaskStatus,
         state_file: String,
-        state_digest: crate::checkpoint::FileDigest,
+        state: crate::storage::WrittenState,
         /// Some operator of the task keeps union list state.
         union_state: bool,
     },

@@ -47,6 +47,8 @@ impl Uploader {
     ) -> Self {
         let (tx, mut rx) = unbounded_channel::<Outgoing>();
         let handle = tokio::spawn(async move {
+            // Shared objects of the previous snapshot: they exist (see crate::state_file).
+            let mut known = std::collections::HashSet::new();
             while let Some(next) = rx.recv().await {
                 let u = match next {
                     Outgoing::Upload(u) => u,
@@ -61,20 +63,25 @@ impl Uploader {
                     if let Some(delay) = weir_common::failpoint_delay("before-task-state") {
                         tokio::time::sleep(delay).await;
                     }
-                    let digest = storage.write_task_state(u.id, &u.file, &u.snapshot).await?;
+                    let written = storage
+                        .write_task_state(u.id, &u.file, &u.snapshot, &known)
+                        .await?;
                     weir_common::failpoint("after-task-state")?;
-                    Ok(digest)
+                    Ok(written)
                 }
                 .await;
                 let event = match written {
-                    Ok(state_digest) => TaskEvent::Ack {
-                        task,
-                        id: u.id,
-                        status: u.status,
-                        state_file: u.file,
-                        state_digest,
-                        union_state: u.union_state,
-                    },
+                    Ok(state) => {
+                        known = state.shared.iter().cloned().collect();
+                        TaskEvent::Ack {
+                            task,
+                            id: u.id,
+                            status: u.status,
+                            state_file: u.file,
+                            state,
+                            union_state: u.union_state,
+                        }
+                    }
                     Err(error) => TaskEvent::Declined {
                         task,
                         id: u.id,

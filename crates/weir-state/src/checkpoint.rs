@@ -106,6 +106,10 @@ pub struct SubtaskEntry {
     /// the checkpoint is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_digest: Option<FileDigest>,
+    /// Shared state objects (incremental checkpoints) the state file refers to: names in
+    /// the job's `shared` folder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<String>,
 }
 
 /// Size and XXH64 checksum (seed 0, hex) of a stored file.

@@ -297,7 +297,7 @@ async fn checkpoints(
             "latest_ack_timestamp": c.trigger_ms + c.duration_ms,
             "end_to_end_duration": c.duration_ms,
             "state_size": c.state_size,
-            "checkpointed_size": c.state_size,
+            "checkpointed_size": c.checkpointed_size,
             "num_subtasks": c.subtasks,
             "num_acknowledged_subtasks": c.acknowledged,
             "failure_message": c.failure,

@@ -1,0 +1,265 @@
+//! The task state file, and the shared keyed-state objects of incremental checkpoints.
+//!
+//! A state file is a magic line, the length of a JSON header (u64, little endian), the
+//! header — the snapshot without payloads, the size of every payload and, for payloads
+//! kept in the job's shared folder, the name of their object — then the raw bytes of the
+//! payloads stored inline, in order (no base64, no escaping; written from the payloads'
+//! own buffers and read back as slices of the file).
+//!
+//! **Incremental checkpoints**: a keyed-state payload (one key group of one operator) of at
+//! least [`SHARED_MIN_BYTES`] is stored once as `<job>/shared/<name>`, where the name is
+//! the XXH3-128 of its bytes, and referenced by every later checkpoint whose snapshot has
+//! the same bytes for it: a key group that did not change is not written again. A task
+//! skips the write only for objects its own previous snapshot referenced; those still
+//! exist, because the coordinator deletes a shared object only once no retained checkpoint
+//! references it and keeps objects written for aborted checkpoints until the job ends.
+//! Reading checks each object's bytes against its name. Savepoints are always written
+//! whole, payloads inline.
+
+use crate::checkpoint::{StateDistribution, TaskSnapshot};
+use bytes::Bytes;
+use object_store::PutPayload;
+use weir_common::{Error, Result};
+
+/// First bytes of a task state file.
+const STATE_MAGIC: &[u8] = b"WEIR-TASK-STATE-2\n";
+
+/// Keyed payloads at least this large go to the shared folder when checkpoints are
+/// incremental; smaller ones stay inline (an object per tiny key group costs more than
+/// writing it again).
+pub const SHARED_MIN_BYTES: usize = 4096;
+
+/// The JSON part of a task state file: the snapshot without payloads, the sizes of the
+/// payloads of each state (source first, if any, then the operators), and the shared
+/// object holding each payload that is not inline.
+#[derive(serde::Serialize)]
+struct HeaderRef<'a> {
+    snapshot: &'a TaskSnapshot,
+    payloads: Vec<Vec<u64>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    shared: Vec<Vec<Option<String>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Header {
+    snapshot: TaskSnapshot,
+    payloads: Vec<Vec<u64>>,
+    #[serde(default)]
+    shared: Vec<Vec<Option<String>>>,
+}
+
+/// A payload of a decoded state file that lives in the shared folder: the decoded
+/// snapshot holds an empty placeholder at `(state, payload)` until it is fetched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedRef {
+    /// Index among the snapshot's states (source first, if any, then the operators).
+    pub state: usize,
+    pub payload: usize,
+    pub name: String,
+    pub size: u64,
+}
+
+/// The shared object name of `bytes`: their XXH3-128, hex.
+pub fn shared_name(bytes: &[u8]) -> String {
+    format!("{:032x}", twox_hash::XxHash3_128::oneshot(bytes))
+}
+
+/// Which payloads of `snapshot` go to the shared folder (see the module docs), as the
+/// header's `shared` table: `None` for inline payloads.
+pub fn plan_shared(snapshot: &TaskSnapshot) -> Vec<Vec<Option<String>>> {
+    snapshot
+        .source
+        .iter()
+        .chain(&snapshot.operators)
+        .map(|state| {
+            state
+                .payloads
+                .iter()
+                .map(|p| {
+                    (state.distribution == StateDistribution::KeyGroups
+                        && p.len() >= SHARED_MIN_BYTES)
+                        .then(|| shared_name(p))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Encodes `snapshot` with every payload inline.
+pub fn encode_task_state(snapshot: &TaskSnapshot) -> Result<PutPayload> {
+    encode_with_shared(snapshot, &[])
+}
+
+/// Encodes `snapshot`; payloads named in `shared` (see [`plan_shared`]; empty: none) are
+/// left out, to be stored as shared objects.
+pub fn encode_with_shared(
+    snapshot: &TaskSnapshot,
+    shared: &[Vec<Option<String>>],
+) -> Result<PutPayload> {
+    let states = snapshot.source.iter().chain(&snapshot.operators);
+    let header = serde_json::to_vec(&HeaderRef {
+        snapshot,
+        payloads: states
+            .clone()
+            .map(|s| s.payloads.iter().map(|p| p.len() as u64).collect())
+            .collect(),
+        shared: shared.to_vec(),
+    })?;
+    let is_shared = |s: usize, p: usize| {
+        shared
+            .get(s)
+            .and_then(|s| s.get(p))
+            .is_some_and(|n| n.is_some())
+    };
+    let mut head = Vec::with_capacity(STATE_MAGIC.len() + 8 + header.len());
+    head.extend_from_slice(STATE_MAGIC);
+    head.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    head.extend_from_slice(&header);
+    let inline = states.enumerate().flat_map(|(s, state)| {
+        state
+            .payloads
+            .iter()
+            .enumerate()
+            .filter(move |(p, _)| !is_shared(s, *p))
+            .map(|(_, b)| b.clone())
+    });
+    Ok(std::iter::once(Bytes::from(head)).chain(inline).collect())
+}
+
+/// Reads a file written by [`encode_with_shared`]: inline payloads are slices of `bytes`;
+/// shared ones are empty placeholders, listed in the returned references.
+pub fn decode_task_state(bytes: Bytes) -> Result<(TaskSnapshot, Vec<SharedRef>)> {
+    let corrupt = |what: &str| Error::Checkpoint(format!("not a Weir task state file: {what}"));
+    if !bytes.starts_with(STATE_MAGIC) {
+        return Err(corrupt("unknown format (written by an older Weir?)"));
+    }
+    let mut at = STATE_MAGIC.len();
+    let len = bytes
+        .get(at..at + 8)
+        .ok_or_else(|| corrupt("truncated header"))?;
+    let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
+    at += 8;
+    let header = bytes
+        .get(at..at.saturating_add(len))
+        .ok_or_else(|| corrupt("truncated header"))?;
+    let Header {
+        mut snapshot,
+        payloads,
+        shared,
+    } = serde_json::from_slice(header)?;
+    at += len;
+    let mut refs = Vec::new();
+    let states = snapshot.source.iter_mut().chain(&mut snapshot.operators);
+    for (s, (state, sizes)) in states.zip(payloads).enumerate() {
+        for (p, size) in sizes.into_iter().enumerate() {
+            if let Some(name) = shared.get(s).and_then(|s| s.get(p)).cloned().flatten() {
+                refs.push(SharedRef {
+                    state: s,
+                    payload: p,
+                    name,
+                    size,
+                });
+                state.payloads.push(Bytes::new());
+                continue;
+            }
+            let end = at
+                .checked_add(size as usize)
+                .filter(|end| *end <= bytes.len())
+                .ok_or_else(|| corrupt("truncated payload"))?;
+            state.payloads.push(bytes.slice(at..end));
+            at = end;
+        }
+    }
+    Ok((snapshot, refs))
+}
+
+/// Puts the fetched bytes of a shared payload into its placeholder, checking them
+/// against the reference.
+pub fn fill_shared(snapshot: &mut TaskSnapshot, r: &SharedRef, bytes: Bytes) -> Result<()> {
+    if bytes.len() as u64 != r.size || shared_name(&bytes) != r.name {
+        return Err(Error::CorruptCheckpoint(format!(
+            "shared state object '{}' holds {} bytes that do not match its name (expected {} bytes)",
+            r.name,
+            bytes.len(),
+            r.size
+        )));
+    }
+    let state = match &mut snapshot.source {
+        Some(source) if r.state == 0 => source,
+        Some(_) => &mut snapshot.operators[r.state - 1],
+        None => &mut snapshot.operators[r.state],
+    };
+    state.payloads[r.payload] = bytes;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::OperatorState;
+
+    fn snapshot(big: &str) -> TaskSnapshot {
+        let mut op = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
+        for (kg, text) in [
+            (3, "first".to_string()),
+            (9, String::new()),
+            (11, big.repeat(3000)),
+        ] {
+            let payload = op.add_payload(Bytes::from(text));
+            op.items
+                .push(serde_json::json!({"kg": kg, "payload": payload}));
+        }
+        TaskSnapshot {
+            source: Some(OperatorState::new(
+                StateDistribution::RoundRobin,
+                vec![serde_json::json!({"file": "a", "rows": 7})],
+            )),
+            operators: vec![OperatorState::default(), op],
+        }
+    }
+
+    #[test]
+    fn task_state_round_trips_with_payloads_and_rejects_truncation() {
+        let snapshot = snapshot("xy");
+        let file: Bytes = encode_task_state(&snapshot).unwrap().into();
+        let (back, refs) = decode_task_state(file.clone()).unwrap();
+        assert!(refs.is_empty());
+        assert_eq!(back.source, snapshot.source);
+        assert_eq!(back.operators, snapshot.operators);
+        assert_eq!(back.operators[1].payloads, snapshot.operators[1].payloads);
+        let err = decode_task_state(file.slice(..file.len() - 1)).unwrap_err();
+        assert!(err.to_string().contains("truncated payload"), "{err}");
+        let err = decode_task_state(Bytes::from_static(b"{\"operators\":[]}")).unwrap_err();
+        assert!(err.to_string().contains("older Weir"), "{err}");
+    }
+
+    #[test]
+    fn large_keyed_payloads_are_shared_by_content_and_checked_when_read() {
+        let snapshot = snapshot("xy");
+        let shared = plan_shared(&snapshot);
+        // Only the 6,000-byte key group of the keyed operator is shared.
+        let named: Vec<&String> = shared.iter().flatten().flatten().collect();
+        assert_eq!(named.len(), 1);
+        assert_eq!(plan_shared(&snapshot), shared, "names are the content's");
+        assert_ne!(plan_shared(&self::snapshot("yz")), shared);
+        let file: Bytes = encode_with_shared(&snapshot, &shared).unwrap().into();
+        assert!(file.len() < 1000, "the shared payload is not in the file");
+        let (mut back, refs) = decode_task_state(file).unwrap();
+        assert_eq!(refs.len(), 1);
+        assert_eq!((refs[0].state, refs[0].payload), (2, 2));
+        let wrong = fill_shared(
+            &mut back,
+            &refs[0],
+            Bytes::from("xy".repeat(2000 - 1) + "yx"),
+        );
+        assert!(
+            wrong
+                .unwrap_err()
+                .to_string()
+                .contains("do not match its name")
+        );
+        let bytes = snapshot.operators[1].payloads[2].clone();
+        fill_shared(&mut back, &refs[0], bytes).unwrap();
+        assert_eq!(back.operators, snapshot.operators);
+    }
+}

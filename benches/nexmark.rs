@@ -91,6 +91,8 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000_000);
     let parallelism = std::env::var("WEIR_NEXMARK_PARALLELISM").unwrap_or_else(|_| "2".into());
+    let interval =
+        std::env::var("WEIR_NEXMARK_CHECKPOINT_INTERVAL").unwrap_or_else(|_| "10 s".into());
     let compare = std::env::var("WEIR_NEXMARK_BATCH")
         .map(|v| v != "0")
         .unwrap_or(true);
@@ -193,7 +195,7 @@ fn main() {
             "-p",
             &parallelism,
             "--checkpoint-interval",
-            "10 s",
+            &interval,
             "--checkpoint-dir",
             chk.to_str().unwrap(),
         ];

@@ -8,7 +8,7 @@
 use crate::checkpoint::{CheckpointMetadata, FileDigest, SubtaskEntry, TaskSnapshot};
 pub use crate::state_file::{decode_task_state, encode_task_state};
 use crate::state_file::{encode_with_shared, fill_shared, plan_shared};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -179,6 +179,9 @@ pub struct CheckpointStorage {
     incremental: bool,
 }
 
+/// Shared state objects a task writes at once.
+const SHARED_PUTS_IN_FLIGHT: usize = 16;
+
 /// What writing a task's state did.
 #[derive(Debug, Clone)]
 pub struct WrittenState {
@@ -247,36 +250,37 @@ impl CheckpointStorage {
             Vec::new()
         };
         let states = snapshot.source.iter().chain(&snapshot.operators);
-        let mut names = Vec::new();
-        let (mut full_size, mut written) = (0, 0);
+        let mut names = std::collections::BTreeSet::new();
+        let mut new = Vec::new();
+        let mut full_size = 0;
         for (state, plan) in states.zip(&shared) {
             for (bytes, name) in state.payloads.iter().zip(plan) {
                 let Some(name) = name else { continue };
                 full_size += bytes.len() as u64;
-                if !known.contains(name) && !names.contains(name) {
-                    self.store
-                        .put(
-                            &self.shared_root().join(name.as_str()),
-                            PutPayload::from(bytes.clone()),
-                        )
-                        .await?;
-                    written += bytes.len() as u64;
+                if names.insert(name.clone()) && !known.contains(name) {
+                    new.push((self.shared_root().join(name.as_str()), bytes.clone()));
                 }
-                names.push(name.clone());
             }
         }
+        let written: u64 = new.iter().map(|(_, b)| b.len() as u64).sum();
+        // Several at once: on S3 each is a request of its own.
+        futures::stream::iter(new)
+            .map(
+                |(path, bytes)| async move { self.store.put(&path, PutPayload::from(bytes)).await },
+            )
+            .buffer_unordered(SHARED_PUTS_IN_FLIGHT)
+            .try_collect::<Vec<_>>()
+            .await?;
         let payload = encode_with_shared(snapshot, &shared)?;
         let digest = FileDigest::of(payload.iter().map(|b| b.as_ref()));
         self.store
             .put(&self.checkpoint_path(id).join(file), payload)
             .await?;
-        names.sort();
-        names.dedup();
         Ok(WrittenState {
             full_size: full_size + digest.size,
             written: written + digest.size,
             digest,
-            shared: names,
+            shared: names.into_iter().collect(),
         })
     }
 

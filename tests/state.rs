@@ -351,13 +351,19 @@ fn incremental_checkpoints_write_only_changed_key_groups() {
     };
     let incremental = run(true);
     let full = run(false);
-    // Checkpoints taken once the dimension is in state (≥ 1 MB of it).
+    // Checkpoints taken once the whole dimension is in state (the state then only grows
+    // by the events' few kilobytes), but the first of them, which may have written it.
     let loaded = |sizes: &[(u64, u64)]| -> Vec<(u64, u64)> {
-        sizes
+        let most = sizes.iter().map(|(s, _)| *s).max().unwrap_or(0);
+        let mut loaded: Vec<(u64, u64)> = sizes
             .iter()
             .copied()
-            .filter(|(s, _)| *s >= 1 << 20)
-            .collect()
+            .filter(|(s, _)| *s * 20 >= most * 19)
+            .collect();
+        if !loaded.is_empty() {
+            loaded.remove(0);
+        }
+        loaded
     };
     let (inc, full) = (loaded(&incremental), loaded(&full));
     assert!(inc.len() >= 4 && full.len() >= 4, "{inc:?} / {full:?}");
@@ -365,12 +371,8 @@ fn incremental_checkpoints_write_only_changed_key_groups() {
         full.iter().all(|(state, written)| written == state),
         "{full:?}"
     );
-    let small = inc
-        .iter()
-        .filter(|(state, written)| written * 10 < *state)
-        .count();
     assert!(
-        small >= inc.len() - 2,
+        inc.iter().all(|(state, written)| written * 10 < *state),
         "incremental checkpoints wrote most of their state again: {inc:?}"
     );
 }

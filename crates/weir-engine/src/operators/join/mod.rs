@@ -20,16 +20,19 @@
 //! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
 //! hands them to their new owners.
 
-use super::state::{Ttl, item_batches, keyed_items, now_ms};
+mod snapshot;
+
+use super::state::{Ttl, now_ms};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
+use snapshot::Epochs;
 use std::collections::HashMap;
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
-use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, TaskInfo};
 use weir_sql::JoinKind;
 use weir_sql::plan::PhysicalExprRef;
 
@@ -103,6 +106,7 @@ impl OperatorFactory for JoinOperatorFactory {
                 expiry: self.expiry[s],
                 latest: Vec::new(),
                 first: i64::MAX,
+                epochs: Epochs::default(),
             })
         };
         Ok(Box::new(JoinOperator {
@@ -153,6 +157,8 @@ struct Side {
     latest: Vec<i64>,
     /// The earliest of `latest` among the stored batches (nothing expires before it).
     first: i64,
+    /// How the stored batches are snapshotted (see [`snapshot`]).
+    epochs: Epochs,
 }
 
 impl Side {
@@ -212,6 +218,7 @@ impl Side {
             self.index.remove(key);
         }
         self.dead.insert(at);
+        self.epochs.touch(at.0);
         Ok(Some(at))
     }
 
@@ -248,6 +255,7 @@ impl Side {
         self.latest.clear();
         self.dead.clear();
         self.first = i64::MAX;
+        self.epochs.reset();
         self.store(live)?;
         self.born[0] = born;
         self.matches = matches;
@@ -291,6 +299,7 @@ impl Side {
         for b in &expired {
             self.batches[*b] = RecordBatch::new_empty(self.batches[*b].schema());
             self.emitted[*b] = Vec::new();
+            self.epochs.touch(*b);
         }
         self.dead.retain(|(b, _)| !expired.contains(b));
         self.matches.retain(|(b, _), _| !expired.contains(b));
@@ -754,40 +763,7 @@ fn gather(batches: &[RecordBatch], picks: &[(usize, usize)], column: usize) -> R
 #[async_trait]
 impl Operator for JoinOperator {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        let restored = restored.unwrap_or_default();
-        for item in &restored.items {
-            if let Some(rows) = item.get("right_rows").and_then(|v| v.as_u64()) {
-                self.right_rows += rows;
-                self.right_nulls += item["right_nulls"].as_u64().unwrap_or(0);
-                continue;
-            }
-            let side = item["side"].as_u64().unwrap_or(0) as usize;
-            for batch in item_batches(&restored, item)? {
-                // A flagged side (semi join kept side, outer side) carries an `__emitted`
-                // column after its own.
-                let n = self.inputs[side].fields().len();
-                let data =
-                    RecordBatch::try_new(self.inputs[side].clone(), batch.columns()[..n].to_vec())?;
-                self.sides[side].store(data)?;
-                if batch.num_columns() > n {
-                    let b = self.sides[side].batches.len() - 1;
-                    let flags = batch.column(n);
-                    if let Some(counts) = flags.as_primitive_opt::<arrow::datatypes::UInt32Type>() {
-                        for (i, c) in counts.iter().enumerate() {
-                            if let Some(c) = c.filter(|c| *c > 0) {
-                                self.sides[side].matches.insert((b, i), c);
-                            }
-                        }
-                    } else {
-                        let flags = flags.as_boolean();
-                        for (i, f) in flags.iter().enumerate() {
-                            self.sides[side].emitted[b][i] = f.unwrap_or(false);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.restore(restored.unwrap_or_default())
     }
 
     async fn process_batch(
@@ -932,94 +908,6 @@ impl Operator for JoinOperator {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        // Sides whose per-row flags are state: a semi join's kept side (emitted), an outer
-        // side (matched).
-        let flagged = |s: usize| match self.kind {
-            JoinKind::Inner => false,
-            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => s == 0,
-            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => s == 1,
-            JoinKind::FullOuter => true,
-        };
-        let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
-        for (s, side) in self.sides.iter().enumerate() {
-            if side.batches.is_empty() {
-                continue;
-            }
-            let all = arrow::compute::concat_batches(&self.inputs[s], &side.batches)?;
-            let all = if flagged(s) {
-                // Per stored row: whether it matched (append-only inputs) or how many rows
-                // match it (updating inputs).
-                let flags: ArrayRef = if self.updating {
-                    Arc::new(
-                        side.batches
-                            .iter()
-                            .enumerate()
-                            .flat_map(|(b, batch)| {
-                                (0..batch.num_rows())
-                                    .map(move |i| Some(*side.matches.get(&(b, i)).unwrap_or(&0)))
-                            })
-                            .collect::<arrow::array::UInt32Array>(),
-                    )
-                } else {
-                    Arc::new(
-                        side.emitted
-                            .iter()
-                            .flatten()
-                            .map(|f| Some(*f))
-                            .collect::<arrow::array::BooleanArray>(),
-                    )
-                };
-                let mut fields: Vec<arrow::datatypes::Field> = all
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                fields.push(arrow::datatypes::Field::new(
-                    "__emitted",
-                    flags.data_type().clone(),
-                    true,
-                ));
-                let mut columns = all.columns().to_vec();
-                columns.push(flags);
-                RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?
-            } else {
-                all
-            };
-            // Rows with a NULL key never match and retracted rows are gone: neither is kept.
-            let positions: Vec<(usize, usize)> = match side.dead.is_empty() {
-                true => Vec::new(),
-                false => side
-                    .batches
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(b, batch)| (0..batch.num_rows()).map(move |i| (b, i)))
-                    .collect(),
-            };
-            let dead = |row: usize| !positions.is_empty() && side.dead.contains(&positions[row]);
-            // (A null-aware anti join keeps its left rows with NULL keys: they are emitted
-            // while the right is empty.)
-            let keep_nulls = self.null_aware && s == 0;
-            let keyed: arrow::array::BooleanArray = (0..all.num_rows())
-                .map(|row| {
-                    Some(
-                        (keep_nulls || side.keys.iter().all(|k| !all.column(*k).is_null(row)))
-                            && !dead(row),
-                    )
-                })
-                .collect();
-            let all = arrow::compute::filter_record_batch(&all, &keyed)?;
-            for i in keyed_items(&all, &side.keys, self.max_parallelism, &mut state)? {
-                state.items[i]["side"] = serde_json::json!(s);
-            }
-        }
-        if self.null_aware {
-            state.items.push(serde_json::json!({
-                "kg": 0,
-                "right_rows": self.right_rows,
-                "right_nulls": self.right_nulls,
-            }));
-        }
-        Ok(state)
+        self.snapshot()
     }
 }

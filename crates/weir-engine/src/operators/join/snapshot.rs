@@ -1,0 +1,338 @@
+//! Snapshots and restores of a join's stored rows, incremental by epoch.
+//!
+//! A side's stored batches are split into *epochs*: the batches stored between two
+//! snapshots form a new epoch when the second is taken. A snapshot writes each epoch's
+//! rows per key group (Arrow IPC, one item `{"kg", "payload", "side", "epoch"}` each), and
+//! keeps the encoded parts of an epoch nobody changed since: the next snapshot hands the
+//! same bytes again, without encoding them, and incremental checkpoints (see
+//! `weir_runtime::state_file`) do not write them again. An epoch changes when one of its
+//! rows is retracted or expires; a side whose rows carry flags (a semi join's kept side,
+//! an outer side) is encoded afresh every time. Epochs merge like a binary counter — the
+//! newest into the one before while that one holds no more rows, or is small — so a side
+//! keeps about log2(snapshots) epochs and each row is encoded again only about log2 times.
+//!
+//! A restore stores every item as a batch, epoch by epoch, and rebuilds the epochs.
+
+use super::{JoinOperator, Side};
+use crate::operators::state::{item_batches, keyed_items};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use bytes::Bytes;
+use std::sync::Arc;
+use weir_common::Result;
+use weir_runtime::{OperatorState, StateDistribution};
+use weir_sql::JoinKind;
+
+/// An epoch with fewer rows takes in the next one: every epoch costs an item per key
+/// group (with Arrow IPC's per-message overhead), which only pays for itself when the
+/// epoch is large.
+const MIN_EPOCH_ROWS: usize = 16_384;
+
+/// Batches `start..` (up to the next epoch's start) of a side.
+#[derive(Default)]
+pub(super) struct Epoch {
+    start: usize,
+    rows: usize,
+    /// The encoded parts of the epoch's rows, `(key group, IPC bytes)`, while none of its
+    /// rows changed.
+    encoded: Option<Vec<(usize, Bytes)>>,
+}
+
+/// The epochs of a side, and where the unsealed batches start.
+#[derive(Default)]
+pub(super) struct Epochs {
+    epochs: Vec<Epoch>,
+    sealed: usize,
+}
+
+impl Epochs {
+    /// Stored batch `b` changed: its epoch is encoded again at the next snapshot.
+    pub(super) fn touch(&mut self, b: usize) {
+        let at = self.epochs.partition_point(|e| e.start <= b);
+        if let Some(epoch) = at.checked_sub(1).and_then(|e| self.epochs.get_mut(e)) {
+            epoch.encoded = None;
+        }
+    }
+
+    /// Every stored batch was rebuilt: there are no epochs any more.
+    pub(super) fn reset(&mut self) {
+        *self = Epochs::default();
+    }
+
+    /// Seals the batches stored since the last snapshot as a new epoch (of `rows` rows),
+    /// then merges epochs like a binary counter.
+    fn seal(&mut self, batches: usize, rows: usize) {
+        if batches > self.sealed {
+            self.epochs.push(Epoch {
+                start: self.sealed,
+                rows,
+                encoded: None,
+            });
+            self.sealed = batches;
+        }
+        while let [.., before, last] = &self.epochs[..] {
+            if before.rows > last.rows && before.rows >= MIN_EPOCH_ROWS {
+                break;
+            }
+            let last = self.epochs.pop().expect("two epochs");
+            let before = self.epochs.last_mut().expect("two epochs");
+            before.rows += last.rows;
+            before.encoded = None;
+        }
+    }
+
+    /// The batch range of each epoch.
+    fn ranges(&self) -> Vec<std::ops::Range<usize>> {
+        let ends = self
+            .epochs
+            .iter()
+            .skip(1)
+            .map(|e| e.start)
+            .chain([self.sealed]);
+        self.epochs
+            .iter()
+            .zip(ends)
+            .map(|(e, end)| e.start..end)
+            .collect()
+    }
+}
+
+impl JoinOperator {
+    /// Sides whose per-row flags are state: a semi join's kept side (emitted), an outer
+    /// side (matched).
+    fn flagged(&self, s: usize) -> bool {
+        match self.kind {
+            JoinKind::Inner => false,
+            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => s == 0,
+            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => s == 1,
+            JoinKind::FullOuter => true,
+        }
+    }
+
+    pub(super) fn snapshot(&mut self) -> Result<OperatorState> {
+        let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
+        for s in 0..2 {
+            let flagged = self.flagged(s);
+            let side = &mut self.sides[s];
+            let unsealed = side.epochs.sealed.min(side.batches.len())..side.batches.len();
+            let rows = side.batches[unsealed].iter().map(|b| b.num_rows()).sum();
+            side.epochs.seal(side.batches.len(), rows);
+            for (e, range) in side.epochs.ranges().into_iter().enumerate() {
+                let kept = match flagged {
+                    true => None,
+                    false => self.sides[s].epochs.epochs[e].encoded.clone(),
+                };
+                let parts = match kept {
+                    Some(parts) => parts,
+                    None => {
+                        let parts = self.encode(s, range)?;
+                        if !flagged {
+                            self.sides[s].epochs.epochs[e].encoded = Some(parts.clone());
+                        }
+                        parts
+                    }
+                };
+                for (kg, bytes) in parts {
+                    let payload = state.add_payload(bytes);
+                    state.items.push(serde_json::json!({
+                        "kg": kg, "payload": payload, "side": s, "epoch": e,
+                    }));
+                }
+            }
+        }
+        if self.null_aware {
+            // The right side's row and NULL counts: a null-aware anti join runs in one
+            // subtask, which owns key group 0.
+            state.items.push(serde_json::json!({
+                "kg": 0,
+                "right_rows": self.right_rows,
+                "right_nulls": self.right_nulls,
+            }));
+        }
+        Ok(state)
+    }
+
+    /// The live rows of batches `range` of side `s` (with their flags, for a flagged
+    /// side), split by key group and encoded.
+    fn encode(&self, s: usize, range: std::ops::Range<usize>) -> Result<Vec<(usize, Bytes)>> {
+        let side: &Side = &self.sides[s];
+        let first = range.start;
+        let batches = &side.batches[range];
+        let all = arrow::compute::concat_batches(&self.inputs[s], batches)?;
+        let all = if self.flagged(s) {
+            // Per stored row: whether it matched (append-only inputs) or how many rows
+            // match it (updating inputs).
+            let flags: ArrayRef = if self.updating {
+                Arc::new(
+                    batches
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(b, batch)| {
+                            (0..batch.num_rows()).map(move |i| {
+                                Some(*side.matches.get(&(first + b, i)).unwrap_or(&0))
+                            })
+                        })
+                        .collect::<arrow::array::UInt32Array>(),
+                )
+            } else {
+                Arc::new(
+                    side.emitted[first..first + batches.len()]
+                        .iter()
+                        .flatten()
+                        .map(|f| Some(*f))
+                        .collect::<arrow::array::BooleanArray>(),
+                )
+            };
+            let mut fields: Vec<arrow::datatypes::Field> = all
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            fields.push(arrow::datatypes::Field::new(
+                "__emitted",
+                flags.data_type().clone(),
+                true,
+            ));
+            let mut columns = all.columns().to_vec();
+            columns.push(flags);
+            RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?
+        } else {
+            all
+        };
+        // Rows with a NULL key never match and retracted rows are gone: neither is kept.
+        let positions: Vec<(usize, usize)> = match side.dead.is_empty() {
+            true => Vec::new(),
+            false => batches
+                .iter()
+                .enumerate()
+                .flat_map(|(b, batch)| (0..batch.num_rows()).map(move |i| (first + b, i)))
+                .collect(),
+        };
+        let dead = |row: usize| !positions.is_empty() && side.dead.contains(&positions[row]);
+        // (A null-aware anti join keeps its left rows with NULL keys: they are emitted
+        // while the right is empty.)
+        let keep_nulls = self.null_aware && s == 0;
+        let keyed: arrow::array::BooleanArray = (0..all.num_rows())
+            .map(|row| {
+                Some(
+                    (keep_nulls || side.keys.iter().all(|k| !all.column(*k).is_null(row)))
+                        && !dead(row),
+                )
+            })
+            .collect();
+        let all = arrow::compute::filter_record_batch(&all, &keyed)?;
+        // Encoded as a keyed state of its own, then taken apart as (key group, bytes).
+        let mut encoded = OperatorState::default();
+        keyed_items(&all, &side.keys, self.max_parallelism, &mut encoded)?;
+        encoded
+            .items
+            .iter()
+            .map(|item| {
+                let kg = weir_state::keyed::item_key_group(item, self.max_parallelism)?;
+                Ok((kg, encoded.payload(item)?.clone()))
+            })
+            .collect()
+    }
+
+    /// Stores the rows of a restored snapshot, epoch by epoch.
+    pub(super) fn restore(&mut self, restored: OperatorState) -> Result<()> {
+        let mut items: Vec<&serde_json::Value> = restored.items.iter().collect();
+        let epoch = |item: &serde_json::Value| item.get("epoch").and_then(|e| e.as_u64());
+        let side_of = |item: &serde_json::Value| item["side"].as_u64().unwrap_or(0) as usize;
+        items.sort_by_key(|item| (side_of(item), epoch(item)));
+        let mut current: [Option<u64>; 2] = [None, None];
+        for item in items {
+            if let Some(rows) = item.get("right_rows").and_then(|v| v.as_u64()) {
+                self.right_rows += rows;
+                self.right_nulls += item["right_nulls"].as_u64().unwrap_or(0);
+                continue;
+            }
+            let side = side_of(item);
+            let batches = item_batches(&restored, item)?;
+            let stored = &mut self.sides[side];
+            if current[side] != Some(epoch(item).unwrap_or(0)) {
+                current[side] = Some(epoch(item).unwrap_or(0));
+                stored.epochs.epochs.push(Epoch {
+                    start: stored.batches.len(),
+                    ..Default::default()
+                });
+            }
+            for batch in batches {
+                // A flagged side (semi join kept side, outer side) carries an `__emitted`
+                // column after its own.
+                let n = self.inputs[side].fields().len();
+                let data =
+                    RecordBatch::try_new(self.inputs[side].clone(), batch.columns()[..n].to_vec())?;
+                let stored = &mut self.sides[side];
+                stored.epochs.epochs.last_mut().expect("an epoch").rows += data.num_rows();
+                stored.store(data)?;
+                if batch.num_columns() > n {
+                    let b = stored.batches.len() - 1;
+                    let flags = batch.column(n);
+                    if let Some(counts) = flags.as_primitive_opt::<arrow::datatypes::UInt32Type>() {
+                        for (i, c) in counts.iter().enumerate() {
+                            if let Some(c) = c.filter(|c| *c > 0) {
+                                stored.matches.insert((b, i), c);
+                            }
+                        }
+                    } else {
+                        let flags = flags.as_boolean();
+                        for (i, f) in flags.iter().enumerate() {
+                            stored.emitted[b][i] = f.unwrap_or(false);
+                        }
+                    }
+                }
+            }
+        }
+        for side in &mut self.sides {
+            side.epochs.sealed = side.batches.len();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(e: &Epochs) -> Vec<usize> {
+        e.epochs.iter().map(|e| e.rows).collect()
+    }
+
+    /// Equal intervals merge like a binary counter: about log2(snapshots) epochs, each
+    /// covering the batches after the one before.
+    #[test]
+    fn epochs_merge_like_a_binary_counter() {
+        let n = MIN_EPOCH_ROWS;
+        let mut e = Epochs::default();
+        for snapshot in 1..=7 {
+            e.seal(snapshot * 2, n);
+        }
+        assert_eq!(sizes(&e), [4 * n, 2 * n, n]);
+        assert_eq!(e.ranges(), [0..8, 8..12, 12..14]);
+        e.seal(16, n);
+        assert_eq!(sizes(&e), [8 * n]);
+        // No new batches: nothing to seal, nothing merges.
+        e.seal(16, 0);
+        assert_eq!(e.ranges(), vec![0..16_usize]);
+        // Small epochs gather until they are worth keeping apart.
+        e.seal(17, 10);
+        e.seal(18, 10);
+        assert_eq!(sizes(&e), [8 * n, 20]);
+    }
+
+    #[test]
+    fn a_changed_batch_clears_its_epochs_encoding_only() {
+        let mut e = Epochs::default();
+        e.seal(4, 2 * MIN_EPOCH_ROWS);
+        e.seal(6, MIN_EPOCH_ROWS);
+        for epoch in &mut e.epochs {
+            epoch.encoded = Some(Vec::new());
+        }
+        e.touch(5);
+        assert!(e.epochs[0].encoded.is_some());
+        assert!(e.epochs[1].encoded.is_none());
+        e.touch(0);
+        assert!(e.epochs[0].encoded.is_none());
+    }
+}

@@ -47,6 +47,9 @@ pub(super) struct Epochs {
 impl Epochs {
     /// Stored batch `b` changed: its epoch is encoded again at the next snapshot.
     pub(super) fn touch(&mut self, b: usize) {
+        if b >= self.sealed {
+            return; // Not snapshotted yet.
+        }
         let at = self.epochs.partition_point(|e| e.start <= b);
         if let Some(epoch) = at.checked_sub(1).and_then(|e| self.epochs.get_mut(e)) {
             epoch.encoded = None;
@@ -329,6 +332,8 @@ mod tests {
         for epoch in &mut e.epochs {
             epoch.encoded = Some(Vec::new());
         }
+        e.touch(6); // stored after the last snapshot
+        assert!(e.epochs.iter().all(|e| e.encoded.is_some()));
         e.touch(5);
         assert!(e.epochs[0].encoded.is_some());
         assert!(e.epochs[1].encoded.is_none());

@@ -246,14 +246,14 @@ INSERT INTO out SELECT id FROM src;
     );
 }
 
-/// A regular join whose dimension side (40,000 rows, ~2 MB of state) is read at once and
+/// A regular join whose dimension side (40,000 rows, ~7 MB of state) is read at once and
 /// never changes, while events trickle in: incremental checkpoints write the dimension's
 /// key groups once and then only what the events change.
 const DIMENSION_JOIN: &str = "
 CREATE TABLE dim (id BIGINT, name STRING) WITH (
   'connector' = 'datagen', 'rows-per-second' = '400000',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '40000',
-  'fields.name.length' = '40'
+  'fields.name.length' = '160'
 );
 CREATE TABLE events (eid BIGINT, ref BIGINT) WITH (
   'connector' = 'datagen', 'rows-per-second' = '${rate}',

@@ -13,7 +13,7 @@ use crate::metrics::JobMetrics;
 use crate::plan::{TaskRef, plan_trigger};
 use crate::storage::CheckpointStorage;
 use crate::task::{Control, TaskEvent};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -100,6 +100,9 @@ pub(crate) struct Coordinator {
     /// Completed checkpoints of this job from an earlier attempt, oldest first: deleted
     /// like this attempt's own once more than the retained number exist.
     pub completed_before: Vec<CheckpointId>,
+    /// The shared state objects each checkpoint completed by this attempt refers to
+    /// (those of earlier attempts are read from their `_metadata` when needed).
+    pub shared_refs: HashMap<CheckpointId, HashSet<String>>,
 }
 
 /// What the coordinator reports when the job ends.
@@ -460,12 +463,20 @@ impl Coordinator {
             tracing::info!("savepoint {} written to {location}", p.id);
             let _ = stop.reply.send(Ok(location));
         }
+        let refs = meta
+            .vertices
+            .iter()
+            .flat_map(|v| &v.subtasks)
+            .flat_map(|s| s.shared.iter().cloned())
+            .collect();
+        self.shared_refs.insert(p.id, refs);
         completed.push_back(p.id);
         self.remove_aborted(p.id).await;
         while completed.len() > self.config.retained.max(1) {
             let old = completed.pop_front().expect("non-empty");
-            // Read before the checkpoint goes: the shared objects only it refers to go too.
-            let refs = self.storage.shared_refs(old).await;
+            // Known before the checkpoint goes: the shared objects only it refers to go too.
+            let refs = self.refs_of(old).await;
+            self.shared_refs.remove(&old);
             if let Err(e) = self.storage.discard(old, true).await {
                 tracing::warn!("cannot delete old checkpoint {old}: {e}");
             }
@@ -483,12 +494,12 @@ impl Coordinator {
     /// retained checkpoints cannot be read.
     async fn release_shared(
         &self,
-        candidates: Option<std::collections::HashSet<String>>,
+        candidates: Option<HashSet<String>>,
         retained: &VecDeque<CheckpointId>,
     ) {
-        let mut keep = std::collections::HashSet::new();
+        let mut keep = HashSet::new();
         for id in retained {
-            match self.storage.shared_refs(*id).await {
+            match self.refs_of(*id).await {
                 Ok(refs) => keep.extend(refs),
                 Err(e) => {
                     tracing::warn!("cannot read the shared state of checkpoint {id}: {e}");
@@ -498,6 +509,14 @@ impl Coordinator {
         }
         if let Err(e) = self.storage.delete_shared(candidates, &keep).await {
             tracing::warn!("cannot delete unused shared state: {e}");
+        }
+    }
+
+    /// The shared state objects completed checkpoint `id` refers to.
+    async fn refs_of(&self, id: CheckpointId) -> Result<HashSet<String>> {
+        match self.shared_refs.get(&id) {
+            Some(refs) => Ok(refs.clone()),
+            None => self.storage.shared_refs(id).await,
         }
     }
 

@@ -700,6 +700,7 @@ impl Run {
                 .map(CheckpointId)
                 .into_iter()
                 .collect(),
+            shared_refs: Default::default(),
         };
         Ok(Attempt {
             tasks,

@@ -16,9 +16,10 @@
 //! a changelog. Rows of outer and kept sides count their matches instead of a flag.
 //! Retracted rows are compacted away once they outnumber live ones. A null-aware anti join
 //! (`NOT IN`) also counts the right side's rows and NULL keys (one subtask).
-//! The state grows with the input unless a state TTL drops rows stored longer ago; it is keyed, so a snapshot stores each key
-//! group's rows (Arrow IPC per side and key group) and a restore at another parallelism
-//! hands them to their new owners.
+//! The state grows with the input unless a state TTL drops rows stored longer ago; it is
+//! keyed, so a snapshot stores each key group's rows (Arrow IPC per side, epoch and key
+//! group; see [`snapshot`]) and a restore at another parallelism hands them to their new
+//! owners.
 
 mod snapshot;
 
@@ -340,6 +341,17 @@ impl JoinOperator {
         }
     }
 
+    /// Whether `side`'s stored rows carry state of their own (in checkpoints too): a semi
+    /// or anti join's kept side (emitted, or its match count), an outer side (matched).
+    fn flagged(&self, side: usize) -> bool {
+        match self.kind {
+            JoinKind::Inner => false,
+            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => side == 0,
+            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => side == 1,
+            JoinKind::FullOuter => true,
+        }
+    }
+
     /// Inner and outer joins when an input updates: retractions take stored rows back. A
     /// batch is applied as retractions of stored rows, then its new rows, then the
     /// retractions of rows that only this batch added (rows are equal by content, so this
@@ -357,9 +369,7 @@ impl JoinOperator {
             _ => None,
         };
         // Sides whose stored rows keep match counts.
-        let counted =
-            |side: usize| self.outer(side) || filtering.is_some_and(|(kept, _)| kept == side);
-        let (counted_this, counted_other) = (counted(this), counted(other));
+        let (counted_this, counted_other) = (self.flagged(this), self.flagged(other));
         let (data, ops) = changelog::split(&batch);
         let kinds: Vec<RowKind> = (0..data.num_rows())
             .map(|i| changelog::kind_at(ops.as_ref(), i))

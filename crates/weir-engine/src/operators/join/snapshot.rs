@@ -20,7 +20,6 @@ use bytes::Bytes;
 use std::sync::Arc;
 use weir_common::Result;
 use weir_runtime::{OperatorState, StateDistribution};
-use weir_sql::JoinKind;
 
 /// An epoch with fewer rows takes in the next one: every epoch costs an item per key
 /// group (with Arrow IPC's per-message overhead), which only pays for itself when the
@@ -100,17 +99,6 @@ impl Epochs {
 }
 
 impl JoinOperator {
-    /// Sides whose per-row flags are state: a semi join's kept side (emitted), an outer
-    /// side (matched).
-    fn flagged(&self, s: usize) -> bool {
-        match self.kind {
-            JoinKind::Inner => false,
-            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => s == 0,
-            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => s == 1,
-            JoinKind::FullOuter => true,
-        }
-    }
-
     pub(super) fn snapshot(&mut self) -> Result<OperatorState> {
         let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
         for s in 0..2 {

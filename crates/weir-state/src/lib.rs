@@ -1,6 +1,6 @@
 //! Weir's state layer: what a checkpoint holds ([`checkpoint`]), the key hash and key
-//! groups that decide which subtask owns a key ([`key`]), and the codec of keyed operator
-//! state ([`keyed`]).
+//! groups that decide which subtask owns a key ([`key`]), the codec of keyed operator
+//! state ([`keyed`]), and per-group columns operators overwrite in place ([`columns`]).
 //!
 //! The key hash and the snapshot formats are persisted in checkpoints and savepoints, so
 //! everything here is versioned ([`checkpoint::FORMAT_VERSION`], [`key::KEY_HASH_VERSION`])
@@ -8,6 +8,7 @@
 //! (`tests/data/savepoint-v4`) and must keep restoring.
 
 pub mod checkpoint;
+pub mod columns;
 pub mod key;
 pub mod keyed;
 

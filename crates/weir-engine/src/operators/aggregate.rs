@@ -5,7 +5,7 @@
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field};
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::Accumulator;
+use datafusion::logical_expr::{Accumulator, GroupsAccumulator};
 use weir_common::Result;
 use weir_sql::AggregateSpec;
 
@@ -33,6 +33,19 @@ pub fn new_accumulators(aggregates: &[AggregateSpec], retracting: bool) -> Resul
             })
         })
         .collect()
+}
+
+/// A vectorized accumulator for `spec`: DataFusion's own where the function has one, its
+/// adapter over row accumulators otherwise.
+pub fn groups_accumulator(spec: &AggregateSpec) -> Result<Box<dyn GroupsAccumulator>> {
+    let function = spec.function.clone();
+    Ok(if function.groups_accumulator_supported() {
+        function.create_groups_accumulator()?
+    } else {
+        Box::new(datafusion::physical_expr::GroupsAccumulatorAdapter::new(
+            move || function.create_accumulator(),
+        ))
+    })
 }
 
 /// The arguments and `FILTER` masks of every aggregate over one batch.
@@ -155,10 +168,7 @@ pub fn state_columns<'a>(
         .enumerate()
         .map(|(f, values)| {
             let array = ScalarValue::iter_to_array(values)?;
-            Ok((
-                Field::new(format!("__state_{f}"), array.data_type().clone(), true),
-                array,
-            ))
+            Ok((state_field(f, array.data_type()), array))
         })
         .collect()
 }
@@ -196,6 +206,27 @@ pub fn keyed_snapshot<'a>(
     accumulators: impl Iterator<Item = &'a mut Accumulators>,
     max_parallelism: usize,
 ) -> Result<weir_runtime::OperatorState> {
+    let columns = extra
+        .into_iter()
+        .chain(state_columns(accumulators)?)
+        .collect();
+    keyed_columns_snapshot(input, keys, key_columns, columns, max_parallelism)
+}
+
+/// The name of the `f`th state column of a snapshot (counting over every aggregate).
+pub fn state_field(f: usize, data_type: &DataType) -> Field {
+    Field::new(format!("__state_{f}"), data_type.clone(), true)
+}
+
+/// A keyed snapshot of groups: their key columns (as in [`keyed_snapshot`]), then
+/// `columns`, one row per group, split by key group.
+pub fn keyed_columns_snapshot(
+    input: &arrow::datatypes::Schema,
+    keys: &[usize],
+    key_columns: Vec<ArrayRef>,
+    columns: Vec<(Field, ArrayRef)>,
+    max_parallelism: usize,
+) -> Result<weir_runtime::OperatorState> {
     use std::sync::Arc;
     let mut fields: Vec<Field> = if keys.is_empty() {
         vec![Field::new("__key", DataType::Boolean, true)]
@@ -204,12 +235,12 @@ pub fn keyed_snapshot<'a>(
             .map(|k| input.field(*k).as_ref().clone().with_nullable(true))
             .collect()
     };
-    let mut columns = key_columns;
-    for (field, column) in extra.into_iter().chain(state_columns(accumulators)?) {
+    let mut all_columns = key_columns;
+    for (field, column) in columns {
         fields.push(field);
-        columns.push(column);
+        all_columns.push(column);
     }
-    let all = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?;
+    let all = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), all_columns)?;
     // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
     let hashed: Vec<usize> = (0..keys.len()).collect();
     super::state::keyed_state(&all, &hashed, max_parallelism)

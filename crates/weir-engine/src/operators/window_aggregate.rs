@@ -15,7 +15,7 @@
 //! them back, as DataFusion's emit is destructive) and stores them per key group as Arrow
 //! IPC, so a restore at another parallelism hands every key group to its new owner.
 
-use super::aggregate::AggregateInputs;
+use super::aggregate::{AggregateInputs, groups_accumulator};
 use super::state::{keyed_state, restored_batches};
 use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
@@ -126,17 +126,6 @@ fn millis(a: &ArrayRef) -> Result<Vec<i64>> {
         return Ok(weir_sql::group_windows::bounds(a)?.1);
     }
     Ok(epoch_millis(a)?.values().to_vec())
-}
-
-fn groups_accumulator(spec: &AggregateSpec) -> Result<Box<dyn GroupsAccumulator>> {
-    let function = spec.function.clone();
-    Ok(if function.groups_accumulator_supported() {
-        function.create_groups_accumulator()?
-    } else {
-        Box::new(datafusion::physical_expr::GroupsAccumulatorAdapter::new(
-            move || function.create_accumulator(),
-        ))
-    })
 }
 
 impl WindowAggregate {

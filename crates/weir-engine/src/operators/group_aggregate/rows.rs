@@ -1,19 +1,14 @@
-//! `GroupAggregate`: the updating aggregate of a `GROUP BY` without a window.
-//!
-//! Input arrives hash-partitioned by the group keys. Each group keeps one accumulator per
-//! aggregate function and a count of its live input rows. After each batch, every group it
-//! touched emits its change: `+I` for a new group, `-U` (old values) and `+U` (new values)
-//! when its values changed, `-D` when its last row was retracted (then it is dropped).
-//! Retracted input rows (`-U`, `-D`) are taken back from retracting accumulators. State is
-//! keyed and snapshotted per key group, like the window aggregate's. With a state TTL,
-//! groups no row reached for that long are dropped (a later row starts the group afresh).
+//! The row-at-a-time group aggregate: each group keeps one DataFusion `Accumulator` per
+//! aggregate function (retracting ones when the input is a changelog) in a hash map keyed
+//! by arrow `Row`s, and each batch is fed to its groups one group at a time.
 
-use super::aggregate::{
+use super::GroupAggregateFactory;
+use crate::operators::aggregate::{
     Accumulators, AggregateInputs, evaluate, keyed_snapshot, new_accumulators,
     restore_accumulators, value_columns,
 };
-use super::state::{Ttl, now_ms, restored_batches};
-use super::{aggregate, keys};
+use crate::operators::keys;
+use crate::operators::state::{Ttl, now_ms, restored_batches};
 use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter};
@@ -23,50 +18,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
-use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+use weir_runtime::{Operator, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
 
-/// Creates group aggregate operators.
-pub struct GroupAggregateFactory {
-    /// Group columns of the input.
-    pub keys: Vec<usize>,
-    /// The aggregate functions.
-    pub aggregates: Vec<AggregateSpec>,
-    /// Whether the input is a changelog whose retractions must be taken back.
-    pub retract: bool,
-    /// Schema of the input.
-    pub input_schema: SchemaRef,
-    /// Output schema without the row-kind column: group columns, then the aggregates.
-    pub schema: SchemaRef,
-    /// `table.exec.state.ttl`: groups untouched this long are dropped.
-    pub state_ttl: Option<std::time::Duration>,
-}
-
-impl OperatorFactory for GroupAggregateFactory {
-    fn name(&self) -> String {
-        format!(
-            "GroupAggregate(keys: {}; {})",
-            keys::names(&self.input_schema, &self.keys),
-            aggregate::names(&self.aggregates)
-        )
-    }
-    fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
-        Ok(Box::new(GroupAggregate {
-            keys: self.keys.clone(),
-            aggregates: self.aggregates.clone(),
-            retract: self.retract,
-            input_schema: self.input_schema.clone(),
-            value_types: self.schema.fields()[self.keys.len()..]
-                .iter()
-                .map(|f| f.data_type().clone())
-                .collect(),
-            output: changelog::with_op_field(&self.schema),
-            converter: keys::converter(&self.input_schema, &self.keys)?,
-            groups: HashMap::new(),
-            ttl: Ttl::new(self.state_ttl),
-            max_parallelism: task.max_parallelism,
-        }))
-    }
+/// A row-at-a-time group aggregate for retracting inputs and aggregates the vectorized
+/// one does not take.
+pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<dyn Operator>> {
+    Ok(Box::new(GroupAggregate {
+        keys: f.keys.clone(),
+        aggregates: f.aggregates.clone(),
+        retract: f.retract,
+        input_schema: f.input_schema.clone(),
+        value_types: f.value_types(),
+        output: changelog::with_op_field(&f.schema),
+        converter: keys::converter(&f.input_schema, &f.keys)?,
+        groups: HashMap::new(),
+        ttl: Ttl::new(f.state_ttl),
+        max_parallelism: task.max_parallelism,
+    }))
 }
 
 struct Group {

@@ -1,12 +1,16 @@
 //! Batch mode: a bounded query runs on DataFusion's own physical execution (all cores),
-//! reading each table whole through its connector, and its result is written through the
-//! same two-phase-commit sinks as in streaming mode, committed once at the end.
+//! reading each table through its connector a partition and a batch at a time, and its
+//! result is streamed into the same two-phase-commit sinks as in streaming mode,
+//! committed once at the end.
 
 use crate::operators::CalcOperator;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
 use weir_runtime::{JobMetrics, Output, SourcePoll, TaskInfo};
@@ -59,7 +63,7 @@ pub struct ConnectorBatchScan;
 
 #[async_trait]
 impl BatchScan for ConnectorBatchScan {
-    async fn scan_all(&self, table: &TableDef) -> Result<Vec<RecordBatch>> {
+    async fn check(&self, table: &TableDef) -> Result<()> {
         if weir_common::changelog::is_changelog_source(&table.options) {
             let why = match table.options.get("connector") {
                 Some("upsert-kafka") => "connector 'upsert-kafka'".to_string(),
@@ -76,48 +80,95 @@ impl BatchScan for ConnectorBatchScan {
                 table.name
             )));
         }
-        let factory = weir_connectors::create_source(
-            &table.options,
-            table.physical_schema.clone(),
-            &table.metadata_keys(),
-            &table.primary_key,
-        )
-        .await?;
-        if !factory.is_bounded() {
+        if !source_factory(table).await?.is_bounded() {
             return Err(Error::plan(format!(
                 "table '{}' is unbounded; batch mode reads bounded tables only (set 'number-of-rows' \
                  or a sequence end, remove 'source.monitor-interval', or run in streaming mode)",
                 table.name
             )));
         }
-        let mut source = factory.create(&task(&table.name), None)?;
-        source.open().await?;
-        let calc = computed_physical(table)?.map(|exprs| {
+        Ok(())
+    }
+
+    fn scan_partition(
+        &self,
+        table: Arc<TableDef>,
+        partition: usize,
+        partitions: usize,
+    ) -> Result<SendableRecordBatchStream> {
+        let schema = table.schema.clone();
+        let calc = computed_physical(&table)?.map(|exprs| {
             CalcOperator::new(vec![CalcStep::Project {
                 exprs,
                 schema: table.schema.clone(),
             }])
         });
-        let mut out = Vec::new();
+        // The source runs as subtask `partition` of `partitions` would in streaming mode:
+        // it reads that share of the splits.
+        let opened = async move {
+            let mut task = task(&table.name);
+            task.subtask = partition;
+            task.parallelism = partitions;
+            let mut source = source_factory(&table).await?.create(&task, None)?;
+            source.open().await?;
+            let reading = Reading {
+                source,
+                calc,
+                pending: std::collections::VecDeque::new(),
+            };
+            Ok::<_, Error>(futures::stream::try_unfold(reading, Reading::next))
+        };
+        let rows = futures::stream::once(opened)
+            .try_flatten()
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, rows)))
+    }
+}
+
+async fn source_factory(table: &TableDef) -> Result<Arc<dyn weir_runtime::SourceFactory>> {
+    weir_connectors::create_source(
+        &table.options,
+        table.physical_schema.clone(),
+        &table.metadata_keys(),
+        &table.primary_key,
+    )
+    .await
+}
+
+/// One partition of a batch scan being read.
+struct Reading {
+    source: Box<dyn weir_runtime::Source>,
+    calc: Option<CalcOperator>,
+    /// Batches polled and not yet returned.
+    pending: std::collections::VecDeque<RecordBatch>,
+}
+
+impl Reading {
+    /// The next batch, with the table's computed columns; `None` once the source is done.
+    async fn next(mut self) -> Result<Option<(RecordBatch, Self)>> {
         loop {
-            let batches = match source.poll_next().await? {
+            if let Some(batch) = self.pending.pop_front() {
+                return Ok(Some((batch, self)));
+            }
+            let polled = match self.source.poll_next().await? {
                 SourcePoll::Batch(b) => vec![b],
                 SourcePoll::Splits { batches, .. } => batches.into_iter().map(|(_, b)| b).collect(),
                 SourcePoll::Idle(d) => {
                     tokio::time::sleep(d).await;
                     continue;
                 }
-                SourcePoll::Finished => break,
+                SourcePoll::Finished => {
+                    self.source.close().await?;
+                    return Ok(None);
+                }
             };
-            for b in batches {
-                match &calc {
-                    Some(c) => out.extend(c.apply(b)?),
-                    None => out.push(b),
+            for b in polled {
+                match &self.calc {
+                    Some(c) => self.pending.extend(c.apply(b)?),
+                    None => self.pending.push_back(b),
                 }
             }
         }
-        source.close().await?;
-        Ok(out)
     }
 }
 
@@ -148,9 +199,10 @@ fn conform(batch: &RecordBatch, schema: &SchemaRef, table: &str) -> Result<Recor
 
 /// Runs one batch query.
 pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
-    let batches = planner.execute_batch(query.logical.clone()).await?;
     let Some(table) = &query.sink else {
-        return Ok(BatchResult::Rows(batches));
+        return Ok(BatchResult::Rows(
+            planner.execute_batch(query.logical.clone()).await?,
+        ));
     };
     let schema = table.sink_schema.clone();
     let sink = weir_connectors::create_sink(
@@ -171,8 +223,9 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
     op.open(None).await?;
     let mut out = Output::default();
     let mut rows = 0;
-    for b in &batches {
-        let b = conform(b, &schema, &table.name)?;
+    let mut batches = planner.execute_batch_each(query.logical.clone()).await?;
+    while let Some(b) = batches.next().await {
+        let b = conform(&b?, &schema, &table.name)?;
         rows += b.num_rows() as u64;
         op.process_batch(0, b, &mut out).await?;
     }

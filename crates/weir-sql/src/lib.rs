@@ -24,6 +24,7 @@ pub mod local_time_zone;
 pub mod parser;
 pub mod plan;
 pub mod planner;
+pub mod source_scan;
 pub mod types;
 mod window_forms;
 

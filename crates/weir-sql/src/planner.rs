@@ -26,16 +26,11 @@ use catalogs::reference;
 const PHYSICAL: &str = "__weir_physical";
 const FULL: &str = "__weir_full";
 
-/// Reads a whole bounded table, for batch mode. The engine implements it with the
-/// connectors (this crate does not know them).
-#[async_trait]
-pub trait BatchScan: Send + Sync + std::fmt::Debug {
-    /// Every row of `table`, with its computed columns.
-    async fn scan_all(&self, table: &TableDef) -> Result<Vec<arrow::array::RecordBatch>>;
-}
+pub use crate::source_scan::BatchScan;
 
 /// A table as DataFusion sees it: a schema and the table's definition. In streaming mode
-/// DataFusion never scans it; in batch mode `scan` reads it through [`BatchScan`].
+/// DataFusion never scans it; in batch mode `scan` reads it through [`BatchScan`], a
+/// partition per share of the source's splits ([`crate::source_scan::SourceScanExec`]).
 #[derive(Debug)]
 pub struct StreamTableProvider {
     pub schema: SchemaRef,
@@ -55,8 +50,8 @@ impl TableProvider for StreamTableProvider {
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
         let (Some(scanner), Some(table)) = (&self.batch, &self.table) else {
             return Err(datafusion::error::DataFusionError::NotImplemented(
@@ -66,12 +61,19 @@ impl TableProvider for StreamTableProvider {
         if let Some(plan) = native_parquet_scan(state, table, projection).await? {
             return Ok(plan);
         }
-        let batches = scanner
-            .scan_all(table)
+        scanner
+            .check(table)
             .await
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        let memory = datafusion::datasource::MemTable::try_new(self.schema.clone(), vec![batches])?;
-        memory.scan(state, projection, filters, limit).await
+        let partitions = state.config().target_partitions();
+        let scan = crate::source_scan::SourceScanExec::try_new(
+            table.clone(),
+            scanner.clone(),
+            projection,
+            partitions,
+        )
+        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        Ok(Arc::new(scan))
     }
 }
 
@@ -269,6 +271,17 @@ impl Planner {
 
     /// Runs an optimized logical plan with DataFusion (batch mode).
     pub async fn execute_batch(&self, plan: LogicalPlan) -> Result<Vec<arrow::array::RecordBatch>> {
+        use futures::TryStreamExt;
+        self.execute_batch_each(plan).await?.try_collect().await
+    }
+
+    /// Runs an optimized logical plan with DataFusion (batch mode), its rows as a stream
+    /// (with Weir's errors: a connector's own, or a data error naming its suspects).
+    pub async fn execute_batch_each(
+        &self,
+        plan: LogicalPlan,
+    ) -> Result<impl futures::Stream<Item = Result<arrow::array::RecordBatch>> + Send + use<>> {
+        use futures::StreamExt;
         Self::check_batch(&plan)?;
         let frame = self
             .ctx
@@ -276,7 +289,7 @@ impl Planner {
             .await
             .map_err(plan_error)?;
         let plan_for_errors = frame.logical_plan().clone();
-        frame.collect().await.map_err(|e| {
+        let to_weir = move |e: datafusion::error::DataFusionError| {
             if let Some(message) = data_error_suspects(&plan_for_errors, &e) {
                 return Error::Input(message);
             }
@@ -289,7 +302,12 @@ impl Planner {
                 }
                 other => Error::DataFusion(other),
             }
-        })
+        };
+        let stream = match frame.execute_stream().await {
+            Ok(stream) => stream,
+            Err(e) => return Err(to_weir(e)),
+        };
+        Ok(stream.map(move |b| b.map_err(&to_weir)))
     }
 
     /// Runs an optimized logical plan with DataFusion and returns its rows as a stream.

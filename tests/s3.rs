@@ -466,6 +466,12 @@ fn s3_outage_longer_than_the_retry_budget_restarts_the_job() {
         "200 ms",
         "-D",
         "restart-strategy.exponential-delay.initial-backoff=200 ms",
+        // A checkpoint whose state upload the outage stalls (the checkpoint store has its
+        // own, longer budget) expires, so the next one's barrier reaches the sink, whose
+        // upload then fails within the outage; without it the stalled checkpoint could
+        // hold every barrier back until the outage ended.
+        "-D",
+        "execution.checkpointing.timeout=1 s",
     ];
     let child = spawn(&args, &env_refs(&env));
     std::thread::sleep(Duration::from_secs(2));

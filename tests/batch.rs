@@ -213,3 +213,112 @@ fn values_in_both_modes() {
         );
     }
 }
+
+const SPILL_SQL: &str = "
+SET 'taskmanager.memory.managed.size' = '${limit}';
+SET 'io.tmp.dirs' = '${tmp}';
+CREATE TABLE src (id BIGINT, pad STRING) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '1000000000', 'number-of-rows' = '1000000',
+  'fields.id.min' = '0', 'fields.id.max' = '1000000000', 'fields.pad.length' = '60'
+);
+CREATE TABLE sorted (id BIGINT, pad STRING) WITH ('connector' = 'filesystem', 'path' = '${out}/sorted', 'format' = 'csv');
+INSERT INTO sorted SELECT id, pad FROM src ORDER BY id, pad;
+";
+
+/// Runs the spill script with `limit`; (committed lines, whether spill files appeared in
+/// the spill directory while it ran, stderr).
+fn sort_under(limit: &str) -> (Vec<String>, bool, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let spill = tmp.path().join("spill");
+    std::fs::create_dir_all(&spill).unwrap();
+    let s = write_script(
+        tmp.path(),
+        "job.sql",
+        &render(
+            SPILL_SQL,
+            &[
+                ("limit", limit),
+                ("tmp", spill.to_str().unwrap()),
+                ("out", out.to_str().unwrap()),
+            ],
+        ),
+    );
+    let mut child = spawn(&[s.to_str().unwrap(), "--mode", "batch"], &[]);
+    let mut spilled = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        spilled |= walkdir(&spill).any(|p| p.is_file());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let stderr = stderr_of(&mut child);
+    assert!(status.success(), "{stderr}");
+    (committed_lines(&out.join("sorted")), spilled, stderr)
+}
+
+fn walkdir(dir: &std::path::Path) -> impl Iterator<Item = std::path::PathBuf> {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.into_iter()
+}
+
+/// `taskmanager.memory.managed.size` bounds DataFusion's operators in batch mode: a sort of
+/// ~70 MB of rows under a 32 MB budget spills to `io.tmp.dirs` and commits the same rows
+/// as one with room to spare (which does not spill).
+#[test]
+fn batch_sort_larger_than_the_memory_budget_spills_and_gives_the_same_rows() {
+    let (roomy, roomy_spilled, _) = sort_under("1 gb");
+    let (tight, tight_spilled, _) = sort_under("32 mb");
+    assert_eq!(roomy.len(), 1_000_000);
+    assert!(!roomy_spilled, "a sort within its budget spilled");
+    assert!(tight_spilled, "the sort over its budget did not spill");
+    assert!(tight == roomy, "the spilled sort committed other rows");
+}
+
+/// An operator that cannot spill (a hash join's build side) and outgrows the budget fails
+/// the query with an error naming the key to raise; nothing is committed.
+#[test]
+fn batch_join_over_the_memory_budget_fails_naming_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let s = write_script(
+        tmp.path(),
+        "job.sql",
+        &render(
+            "SET 'taskmanager.memory.managed.size' = '4 mb';
+CREATE TABLE a (id BIGINT, pad STRING) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '1000000000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300000',
+  'fields.pad.length' = '60'
+);
+CREATE TABLE b (id BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '1000000000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300000'
+);
+CREATE TABLE joined (id BIGINT, pad STRING) WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'csv');
+INSERT INTO joined SELECT a.id, a.pad FROM a JOIN b ON a.id = b.id;
+",
+            &[("out", out.to_str().unwrap())],
+        ),
+    );
+    let result = run(&[s.to_str().unwrap(), "--mode", "batch"]);
+    let err = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success(), "the join fit in 4 MB: {err}");
+    assert!(
+        err.contains("'taskmanager.memory.managed.size' (4 MiB)") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert!(committed_lines(&out).is_empty());
+}

@@ -37,6 +37,8 @@ enum Kind {
     },
     Bool,
     Text,
+    /// A memory size (`512 mb`, `2 gb`).
+    MemorySize,
     Mode,
     Restart,
     /// One of a fixed set of words.
@@ -269,6 +271,20 @@ pub static KEYS: &[KeyInfo] = &[
         "Number of key groups; fixed for the life of a job's state."
     ),
     key!(
+        "taskmanager.memory.managed.size",
+        [],
+        "1 gb",
+        MemorySize,
+        "Batch mode: memory DataFusion's sorts, joins and aggregates may hold together; past it they spill to disk, and one that cannot spill fails with an error naming this key."
+    ),
+    key!(
+        "io.tmp.dirs",
+        [],
+        "",
+        Text,
+        "Batch mode: the directory spill files go to (default: the system's temporary directory)."
+    ),
+    key!(
         "table.exec.state.ttl",
         [],
         "0 ms",
@@ -391,6 +407,9 @@ impl Config {
                 }
             }
             Kind::Text => {}
+            Kind::MemorySize => {
+                parse_memory_size(value).map_err(|_| bad("a memory size such as '512 mb'"))?;
+            }
         }
         self.values
             .insert(info.key.to_string(), value.trim().to_string());
@@ -522,6 +541,16 @@ impl Config {
 
     pub fn pipeline_name(&self) -> Option<String> {
         self.raw("pipeline.name").map(str::to_string)
+    }
+
+    /// `taskmanager.memory.managed.size` in bytes.
+    pub fn managed_memory(&self) -> u64 {
+        parse_memory_size(self.raw_or_default("taskmanager.memory.managed.size")).unwrap_or(1 << 30)
+    }
+
+    /// `io.tmp.dirs`, when set.
+    pub fn tmp_dir(&self) -> Option<String> {
+        Some(self.raw_or_default("io.tmp.dirs").trim().to_string()).filter(|d| !d.is_empty())
     }
 
     /// `table.exec.state.ttl`, when set.

@@ -135,7 +135,10 @@ impl Engine {
         let result = match self
             .planner
             .set_local_time_zone(self.config.local_time_zone())
-        {
+            .and_then(|()| {
+                self.planner
+                    .set_batch_memory(self.config.managed_memory(), self.config.tmp_dir())
+            }) {
             Ok(()) => self.execute_statement(&stmt.statement).await,
             Err(e) => Err(e),
         };

@@ -159,6 +159,9 @@ pub struct Planner {
     batch: Option<Arc<dyn BatchScan>>,
     /// `table.local-time-zone`, resolved ([`crate::local_time_zone`]).
     zone: String,
+    /// Batch mode's memory pool size and spill directory, as DataFusion's runtime has
+    /// them (`None` before [`Planner::set_batch_memory`]).
+    memory: Option<(u64, Option<String>)>,
 }
 
 impl Default for Planner {
@@ -230,7 +233,37 @@ impl Planner {
             catalogs: CatalogManager::default(),
             batch: None,
             zone: crate::local_time_zone::resolve("default").unwrap_or_else(|_| "UTC".into()),
+            memory: None,
         }
+    }
+
+    /// Sets batch mode's memory budget (`taskmanager.memory.managed.size`): DataFusion's
+    /// operators share a fair spilling pool of `limit` bytes (sorts, aggregates and
+    /// joins' probe sides spill to `tmp_dir` or the system's temporary directory).
+    pub fn set_batch_memory(&mut self, limit: u64, tmp_dir: Option<String>) -> Result<()> {
+        use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+        use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+        use datafusion::execution::session_state::SessionStateBuilder;
+        let wanted = Some((limit, tmp_dir.clone()));
+        if self.memory == wanted {
+            return Ok(());
+        }
+        let state = self.ctx.state();
+        let pool = TrackConsumersPool::new(
+            FairSpillPool::new(limit as usize),
+            std::num::NonZeroUsize::new(3).expect("3"),
+        );
+        let mut runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
+            .with_memory_pool(Arc::new(pool));
+        if let Some(dir) = &tmp_dir {
+            runtime = runtime.with_temp_file_path(dir);
+        }
+        let state = SessionStateBuilder::new_from_existing(state)
+            .with_runtime_env(runtime.build_arc()?)
+            .build();
+        self.ctx = SessionContext::new_with_state(state);
+        self.memory = wanted;
+        Ok(())
     }
 
     /// Sets `table.local-time-zone` (a Flink zone id, or `default`).
@@ -289,9 +322,21 @@ impl Planner {
             .await
             .map_err(plan_error)?;
         let plan_for_errors = frame.logical_plan().clone();
+        let limit = self.memory.as_ref().map(|(limit, _)| *limit);
         let to_weir = move |e: datafusion::error::DataFusionError| {
             if let Some(message) = data_error_suspects(&plan_for_errors, &e) {
                 return Error::Input(message);
+            }
+            if let (Some(limit), datafusion::error::DataFusionError::ResourcesExhausted(why)) =
+                (limit, e.find_root())
+            {
+                return Error::Config(format!(
+                    "the batch query needs more memory than 'taskmanager.memory.managed.size' \
+                     ({} MiB) allows, in an operator that cannot spill to disk; raise it \
+                     (e.g. SET 'taskmanager.memory.managed.size' = '{} mb'). DataFusion: {why}",
+                    limit >> 20,
+                    (limit >> 20).max(1) * 4
+                ));
             }
             match e {
                 datafusion::error::DataFusionError::External(inner) => {

@@ -273,9 +273,16 @@ pub static KEYS: &[KeyInfo] = &[
     key!(
         "taskmanager.memory.managed.size",
         [],
-        "1 gb",
+        "",
         MemorySize,
-        "Batch mode: memory DataFusion's sorts, joins and aggregates may hold together; past it they spill to disk, and one that cannot spill fails with an error naming this key."
+        "Batch mode: memory DataFusion's sorts, joins and aggregates may hold together; past it they spill to disk, and one that cannot spill fails with an error naming this key (default: taskmanager.memory.managed.fraction of the machine's memory)."
+    ),
+    key!(
+        "taskmanager.memory.managed.fraction",
+        [],
+        "0.4",
+        Float(0.0),
+        "Batch mode: the memory budget as a fraction of the machine's memory, when taskmanager.memory.managed.size is not set."
     ),
     key!(
         "io.tmp.dirs",
@@ -543,9 +550,20 @@ impl Config {
         self.raw("pipeline.name").map(str::to_string)
     }
 
-    /// `taskmanager.memory.managed.size` in bytes.
+    /// `taskmanager.memory.managed.size` in bytes; when not set,
+    /// `taskmanager.memory.managed.fraction` of the machine's memory (as Flink sizes
+    /// managed memory).
     pub fn managed_memory(&self) -> u64 {
-        parse_memory_size(self.raw_or_default("taskmanager.memory.managed.size")).unwrap_or(1 << 30)
+        if let Ok(size) = parse_memory_size(self.raw_or_default("taskmanager.memory.managed.size"))
+        {
+            return size;
+        }
+        let fraction: f64 = self
+            .raw_or_default("taskmanager.memory.managed.fraction")
+            .trim()
+            .parse()
+            .unwrap_or(0.4);
+        (machine_memory() as f64 * fraction.min(1.0)) as u64
     }
 
     /// `io.tmp.dirs`, when set.
@@ -693,6 +711,19 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
         _ => return Err(Error::config(format!("invalid duration unit in '{text}'"))),
     };
     Ok(Duration::from_millis(ms))
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`; 4 GiB where there is
+/// none).
+pub fn machine_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(4 << 30)
 }
 
 /// Parses a memory size: `128mb`, `1 gb`, `4096` (bytes), `64 kb`.

@@ -233,10 +233,8 @@ impl Operator for VectorizedGroupAggregate {
                 self.rows[*g as usize] = counts.value(r);
                 self.touched[*g as usize] = now;
             }
-            let mut col = k + 1;
-            for column in self.states.iter_mut().flatten() {
+            for (col, column) in (k + 1..).zip(self.states.iter_mut().flatten()) {
                 column.scatter(&ids, batch.column(col))?;
-                col += 1;
             }
         }
         if self.rows.is_empty() {

@@ -282,4 +282,78 @@ mod tests {
         assert_eq!(contents(&new[1]), vec!["a127"]);
         assert_eq!(new[0].payloads.len(), 2);
     }
+
+    mod properties {
+        use super::super::redistribute;
+        use proptest::prelude::*;
+        use weir_state::checkpoint::{OperatorState, StateDistribution};
+
+        /// Old subtasks' keyed states: item `i` is in key group `kgs[i]`, with payload
+        /// `i` as bytes, spread over `old` subtasks.
+        fn states(kgs: &[usize], old: usize) -> Vec<OperatorState> {
+            let mut states: Vec<OperatorState> = (0..old)
+                .map(|_| OperatorState::new(StateDistribution::KeyGroups, Vec::new()))
+                .collect();
+            for (i, kg) in kgs.iter().enumerate() {
+                let s = &mut states[i % old];
+                let payload = s.add_payload(bytes::Bytes::from(i.to_string()));
+                s.items
+                    .push(serde_json::json!({ "kg": kg, "payload": payload, "i": i }));
+            }
+            states
+        }
+
+        /// (item number, its payload, subtask) of every item of `states`.
+        fn placed(states: &[OperatorState]) -> Vec<(usize, String, usize)> {
+            let mut all = Vec::new();
+            for (subtask, s) in states.iter().enumerate() {
+                for item in &s.items {
+                    let payload = String::from_utf8(s.payload(item).unwrap().to_vec()).unwrap();
+                    all.push((item["i"].as_u64().unwrap() as usize, payload, subtask));
+                }
+            }
+            all.sort();
+            all
+        }
+
+        proptest! {
+            /// Restoring keyed state at any parallelism hands every item, with its payload,
+            /// to exactly one subtask: the one the exchange routes its key group to; and
+            /// rescaling twice ends where rescaling once does.
+            #[test]
+            fn keyed_state_lands_once_on_the_owner_of_its_key_group(
+                max in 1usize..=256,
+                old in 1usize..=8,
+                new in 1usize..=8,
+                again in 1usize..=8,
+                groups in proptest::collection::vec(any::<usize>(), 0..200),
+            ) {
+                let (old, new, again) = (old.min(max), new.min(max), again.min(max));
+                let kgs: Vec<usize> = groups.iter().map(|g| g % max).collect();
+                let restored = redistribute(&states(&kgs, old), new, max).unwrap();
+                prop_assert_eq!(restored.len(), new);
+                let items = placed(&restored);
+                prop_assert_eq!(items.len(), kgs.len());
+                for (n, (i, payload, subtask)) in items.iter().enumerate() {
+                    prop_assert_eq!(*i, n);
+                    prop_assert_eq!(payload, &i.to_string());
+                    prop_assert_eq!(
+                        *subtask,
+                        crate::exchange::subtask_for_key_group(kgs[*i], new, max)
+                    );
+                }
+                let twice = redistribute(&restored, again, max).unwrap();
+                let once = redistribute(&states(&kgs, old), again, max).unwrap();
+                prop_assert_eq!(placed(&twice), placed(&once));
+            }
+
+            /// A key group beyond the job's key groups is a corrupt checkpoint, not a
+            /// silent placement.
+            #[test]
+            fn key_groups_beyond_max_parallelism_are_refused(max in 1usize..=256, over in 0usize..100) {
+                let states = states(&[max + over], 1);
+                prop_assert!(redistribute(&states, 2, max).is_err());
+            }
+        }
+    }
 }

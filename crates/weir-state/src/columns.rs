@@ -276,4 +276,67 @@ mod tests {
             &[8, 7]
         );
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Batches of (group, value) writes to up to 40 groups.
+        fn writes() -> impl Strategy<Value = Vec<Vec<(u32, Option<i64>)>>> {
+            proptest::collection::vec(
+                proptest::collection::vec(
+                    (0u32..40, proptest::option::weighted(0.8, -1000i64..1000)),
+                    0..30,
+                ),
+                0..60,
+            )
+        }
+
+        /// Applies `writes` to a column of `data_type` (values cast from `Int64`) and to
+        /// a plain vector; both must read back the same.
+        fn check(
+            data_type: &DataType,
+            writes: &[Vec<(u32, Option<i64>)>],
+        ) -> Result<(), TestCaseError> {
+            let mut column = new_column(data_type);
+            let mut model: Vec<Option<i64>> = Vec::new();
+            for batch in writes {
+                // One write per group per batch, as an operator scatters its touched groups.
+                let mut seen = std::collections::HashSet::new();
+                let batch: Vec<_> = batch.iter().filter(|(g, _)| seen.insert(*g)).collect();
+                let len = batch
+                    .iter()
+                    .map(|(g, _)| *g as usize + 1)
+                    .max()
+                    .unwrap_or(0);
+                if len > model.len() {
+                    model.resize(len, None);
+                    column.grow(len);
+                }
+                let groups: Vec<u32> = batch.iter().map(|(g, _)| *g).collect();
+                let values: ArrayRef = Arc::new(Int64Array::from(
+                    batch.iter().map(|(_, v)| *v).collect::<Vec<_>>(),
+                ));
+                column.scatter(&groups, &values).unwrap();
+                for (g, v) in batch {
+                    model[*g as usize] = *v;
+                }
+            }
+            let all: Vec<u32> = (0..model.len() as u32).collect();
+            let got =
+                arrow::compute::cast(&column.gather(&all).unwrap(), &DataType::Int64).unwrap();
+            let expected = Int64Array::from(model);
+            prop_assert_eq!(got.as_primitive::<arrow::datatypes::Int64Type>(), &expected);
+            Ok(())
+        }
+
+        proptest! {
+            #[test]
+            fn columns_read_back_what_was_last_written(writes in writes()) {
+                check(&DataType::Int64, &writes)?;
+                check(&DataType::Decimal128(20, 0), &writes)?;
+                check(&DataType::Utf8, &writes)?;
+            }
+        }
+    }
 }

@@ -326,4 +326,77 @@ mod tests {
         assert_eq!(owners.last(), Some(&2));
         assert!(owners.windows(2).all(|w| w[0] <= w[1]));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn keys() -> impl Strategy<Value = Vec<Option<i64>>> {
+            proptest::collection::vec(proptest::option::weighted(0.9, any::<i64>()), 1..64)
+        }
+
+        proptest! {
+            /// Every key group has an owner at every parallelism; each subtask owns one
+            /// contiguous range of groups, the ranges in subtask order, their sizes within
+            /// one of each other (Flink's ranges).
+            #[test]
+            fn key_groups_split_into_contiguous_balanced_ranges(
+                max in 1usize..=4096,
+                p in 1usize..=64,
+            ) {
+                let p = p.min(max);
+                let owners: Vec<usize> =
+                    (0..max).map(|kg| subtask_for_key_group(kg, p, max)).collect();
+                prop_assert!(owners.windows(2).all(|w| w[0] <= w[1] && w[1] - w[0] <= 1));
+                prop_assert_eq!(owners[0], 0);
+                prop_assert_eq!(owners[max - 1], p - 1);
+                let mut sizes = vec![0usize; p];
+                for o in &owners {
+                    sizes[*o] += 1;
+                }
+                let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+                prop_assert!(hi - lo <= 1, "range sizes {:?}", sizes);
+            }
+
+            /// A key hashes the same wherever it sits: at any position of any batch, in a
+            /// sliced array, as a narrower integer type, and dictionary-encoded.
+            #[test]
+            fn a_keys_hash_does_not_depend_on_its_batch_or_encoding(
+                values in keys(),
+                offset in 0usize..8,
+            ) {
+                let plain = one(Arc::new(Int64Array::from(values.clone())));
+                for (i, v) in values.iter().enumerate() {
+                    let alone = one(Arc::new(Int64Array::from(vec![*v])));
+                    prop_assert_eq!(plain[i], alone[0]);
+                }
+                let mut padded = vec![Some(7i64); offset];
+                padded.extend(values.iter().copied());
+                let sliced = Int64Array::from(padded).slice(offset, values.len());
+                prop_assert_eq!(&one(Arc::new(sliced)), &plain);
+                let narrow: Vec<Option<i32>> =
+                    values.iter().map(|v| v.map(|x| x as i32)).collect();
+                let widened: Vec<Option<i64>> =
+                    narrow.iter().map(|v| v.map(i64::from)).collect();
+                prop_assert_eq!(
+                    one(Arc::new(Int32Array::from(narrow))),
+                    one(Arc::new(Int64Array::from(widened)))
+                );
+                let texts: Vec<Option<String>> =
+                    values.iter().map(|v| v.map(|x| format!("k{}", x % 5))).collect();
+                let dictionary: DictionaryArray<Int32Type> =
+                    texts.iter().map(|t| t.as_deref()).collect();
+                prop_assert_eq!(
+                    one(Arc::new(dictionary)),
+                    one(Arc::new(StringArray::from(texts.clone())))
+                );
+            }
+
+            /// Key groups stay within `max_parallelism` for any hash.
+            #[test]
+            fn key_groups_are_below_max_parallelism(hash in any::<u64>(), max in 1usize..=32768) {
+                prop_assert!(key_group(hash, max) < max);
+            }
+        }
+    }
 }

@@ -77,6 +77,79 @@ impl TableProvider for StreamTableProvider {
     }
 }
 
+/// A join whose equality keys include expressions (`ON MOD(b.id, 50) = p.pid`), as one
+/// on columns: each side gets its computed keys as extra columns
+/// (`__weir_join_left_key_<i>`, `__weir_join_right_key_<i>`),
+/// the join matches those, and a projection drops them again, so the plan above sees the
+/// join's own schema. The streaming join keys, partitions and stores rows by columns.
+fn join_on_computed_keys(j: &datafusion::logical_expr::Join) -> Result<LogicalPlan> {
+    use datafusion::logical_expr::logical_plan::builder::build_join_schema;
+    use datafusion::logical_expr::{Join, Projection};
+    fn name(side: usize, i: usize) -> String {
+        format!("__weir_join_{}_key_{i}", ["left", "right"][side])
+    }
+    fn with_keys(
+        input: &Arc<LogicalPlan>,
+        side: usize,
+        keys: &[(usize, &Expr)],
+    ) -> Result<Arc<LogicalPlan>> {
+        if keys.is_empty() {
+            return Ok(input.clone());
+        }
+        let mut exprs: Vec<Expr> = input
+            .schema()
+            .columns()
+            .into_iter()
+            .map(Expr::Column)
+            .collect();
+        exprs.extend(keys.iter().map(|(i, e)| (*e).clone().alias(name(side, *i))));
+        Ok(Arc::new(LogicalPlan::Projection(Projection::try_new(
+            exprs,
+            input.clone(),
+        )?)))
+    }
+    let computed = |side: usize| -> Vec<(usize, &Expr)> {
+        j.on.iter()
+            .enumerate()
+            .map(|(i, (l, r))| (i, if side == 0 { l } else { r }))
+            .filter(|(_, e)| !matches!(e, Expr::Column(_)))
+            .collect()
+    };
+    let (left_keys, right_keys) = (computed(0), computed(1));
+    let left = with_keys(&j.left, 0, &left_keys)?;
+    let right = with_keys(&j.right, 1, &right_keys)?;
+    let key = |plan: &Arc<LogicalPlan>, side: usize, i: usize, e: &Expr| -> Result<Expr> {
+        Ok(match e {
+            Expr::Column(_) => e.clone(),
+            _ => Expr::Column(
+                plan.schema().columns().remove(
+                    plan.schema()
+                        .index_of_column_by_name(None, &name(side, i))
+                        .ok_or_else(|| Error::internal("computed join key column missing"))?,
+                ),
+            ),
+        })
+    };
+    let on =
+        j.on.iter()
+            .enumerate()
+            .map(|(i, (l, r))| Ok((key(&left, 0, i, l)?, key(&right, 1, i, r)?)))
+            .collect::<Result<Vec<_>>>()?;
+    let schema = build_join_schema(left.schema(), right.schema(), &j.join_type)?;
+    let join = LogicalPlan::Join(Join {
+        left,
+        right,
+        on,
+        schema: Arc::new(schema),
+        ..j.clone()
+    });
+    let original: Vec<Expr> = j.schema.columns().into_iter().map(Expr::Column).collect();
+    Ok(LogicalPlan::Projection(Projection::try_new(
+        original,
+        Arc::new(join),
+    )?))
+}
+
 /// Local Parquet folders are read by DataFusion's own Parquet scan (streaming, with
 /// projection), the table's computed columns computed on top; anything else is read whole
 /// through the connectors (`None`).
@@ -1101,6 +1174,13 @@ impl Planner {
                 Ok((node, steps))
             }
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input, nodes),
+            LogicalPlan::Join(j)
+                if j.on.iter().any(|(l, r)| {
+                    !matches!(l, Expr::Column(_)) || !matches!(r, Expr::Column(_))
+                }) =>
+            {
+                self.translate(&join_on_computed_keys(j)?, nodes)
+            }
             LogicalPlan::Join(j) => {
                 use datafusion::logical_expr::JoinType;
                 let kind = match j.join_type {
@@ -1154,8 +1234,8 @@ impl Planner {
                 let (mut left_keys, mut right_keys) = (Vec::new(), Vec::new());
                 for (l, r) in &j.on {
                     let (Expr::Column(lc), Expr::Column(rc)) = (l, r) else {
-                        return Err(Error::plan(format!(
-                            "join condition {l} = {r}: in streaming mode, join on columns (compute expressions in a subquery)"
+                        return Err(Error::internal(format!(
+                            "join condition {l} = {r} was not rewritten to columns"
                         )));
                     };
                     let (li, ri) = (

@@ -151,7 +151,7 @@ fn join_on_computed_keys(j: &datafusion::logical_expr::Join) -> Result<LogicalPl
 }
 
 /// Local Parquet folders are read by DataFusion's own Parquet scan (streaming, with
-/// projection), the table's computed columns computed on top; anything else is read whole
+/// projection), the table's computed columns computed on top; anything else is scanned
 /// through the connectors (`None`).
 async fn native_parquet_scan(
     state: &dyn Session,

@@ -71,6 +71,23 @@ impl GroupAggregateFactory {
     }
 }
 
+/// The key columns of the output rows: rows `rows` of the batch's `key_columns` (none for
+/// a global aggregate, whose key column is only a constant).
+fn output_keys(
+    keys: &[usize],
+    key_columns: &[arrow::array::ArrayRef],
+    rows: Vec<u32>,
+) -> Result<Vec<arrow::array::ArrayRef>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let take = arrow::array::UInt32Array::from(rows);
+    Ok(key_columns
+        .iter()
+        .map(|c| arrow::compute::take(c, &take, None))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
 impl OperatorFactory for GroupAggregateFactory {
     fn name(&self) -> String {
         format!(

@@ -9,7 +9,7 @@ use crate::operators::aggregate::{
 };
 use crate::operators::keys;
 use crate::operators::state::{Ttl, now_ms, restored_batches};
-use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch, UInt32Array};
+use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter};
 use async_trait::async_trait;
@@ -174,15 +174,7 @@ impl Operator for GroupAggregate {
         if key_rows.is_empty() {
             return Ok(());
         }
-        let take = UInt32Array::from(key_rows);
-        let mut columns: Vec<ArrayRef> = if self.keys.is_empty() {
-            Vec::new()
-        } else {
-            key_columns
-                .iter()
-                .map(|c| arrow::compute::take(c, &take, None))
-                .collect::<Result<Vec<_>, _>>()?
-        };
+        let mut columns = super::output_keys(&self.keys, &key_columns, key_rows)?;
         columns.extend(value_columns(values, &self.value_types)?);
         columns.push(Arc::new(Int8Array::from(kinds)));
         out.emit(RecordBatch::try_new(self.output.clone(), columns)?);

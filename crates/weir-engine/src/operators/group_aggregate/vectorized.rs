@@ -341,15 +341,7 @@ impl Operator for VectorizedGroupAggregate {
         if picks.is_empty() {
             return Ok(());
         }
-        let take = UInt32Array::from(key_rows);
-        let mut columns: Vec<ArrayRef> = if self.keys.is_empty() {
-            Vec::new()
-        } else {
-            key_columns
-                .iter()
-                .map(|c| arrow::compute::take(c, &take, None))
-                .collect::<Result<Vec<_>, _>>()?
-        };
+        let mut columns = super::output_keys(&self.keys, &key_columns, key_rows)?;
         for (old, new) in old_values.iter().zip(&new_values) {
             columns.push(arrow::compute::interleave(
                 &[old.as_ref() as &dyn Array, new.as_ref()],

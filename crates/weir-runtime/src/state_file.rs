@@ -19,6 +19,7 @@
 use crate::checkpoint::{StateDistribution, TaskSnapshot};
 use bytes::Bytes;
 use object_store::PutPayload;
+use std::collections::HashMap;
 use weir_common::{Error, Result};
 
 /// First bytes of a task state file.
@@ -67,7 +68,26 @@ pub fn shared_name(bytes: &[u8]) -> String {
 /// Which payloads of `snapshot` go to the shared folder (see the module docs), as the
 /// header's `shared` table: `None` for inline payloads.
 pub fn plan_shared(snapshot: &TaskSnapshot) -> Vec<Vec<Option<String>>> {
-    snapshot
+    plan_shared_with(snapshot, &mut SharedNames::default())
+}
+
+/// The shared names of the payloads of a task's previous snapshot, by buffer: a payload an
+/// operator keeps between snapshots (a join's sealed epochs) is the same `Bytes` again and
+/// is not hashed again. The cache holds the buffers it names, so while a name is cached
+/// no other bytes can be at its address.
+#[derive(Default)]
+pub struct SharedNames {
+    names: HashMap<(usize, usize), (Bytes, String)>,
+}
+
+/// [`plan_shared`], naming payloads `names` knows without hashing them; afterwards
+/// `names` holds this snapshot's payloads only.
+pub fn plan_shared_with(
+    snapshot: &TaskSnapshot,
+    names: &mut SharedNames,
+) -> Vec<Vec<Option<String>>> {
+    let mut next = HashMap::new();
+    let plan = snapshot
         .source
         .iter()
         .chain(&snapshot.operators)
@@ -76,13 +96,24 @@ pub fn plan_shared(snapshot: &TaskSnapshot) -> Vec<Vec<Option<String>>> {
                 .payloads
                 .iter()
                 .map(|p| {
-                    (state.distribution == StateDistribution::KeyGroups
-                        && p.len() >= SHARED_MIN_BYTES)
-                        .then(|| shared_name(p))
+                    if state.distribution != StateDistribution::KeyGroups
+                        || p.len() < SHARED_MIN_BYTES
+                    {
+                        return None;
+                    }
+                    let at = (p.as_ptr() as usize, p.len());
+                    let name = match names.names.remove(&at).or_else(|| next.remove(&at)) {
+                        Some((_, name)) => name,
+                        None => shared_name(p),
+                    };
+                    next.insert(at, (p.clone(), name.clone()));
+                    Some(name)
                 })
                 .collect()
         })
-        .collect()
+        .collect();
+    names.names = next;
+    plan
 }
 
 /// Encodes `snapshot` with every payload inline.
@@ -242,6 +273,14 @@ mod tests {
         assert_eq!(named.len(), 1);
         assert_eq!(plan_shared(&snapshot), shared, "names are the content's");
         assert_ne!(plan_shared(&self::snapshot("yz")), shared);
+        // Cached names: the same buffers are named alike; other bytes get their own name.
+        let mut names = SharedNames::default();
+        assert_eq!(plan_shared_with(&snapshot, &mut names), shared);
+        assert_eq!(plan_shared_with(&snapshot, &mut names), shared);
+        assert_eq!(
+            plan_shared_with(&self::snapshot("yz"), &mut names),
+            plan_shared(&self::snapshot("yz"))
+        );
         let file: Bytes = encode_with_shared(&snapshot, &shared).unwrap().into();
         assert!(file.len() < 1000, "the shared payload is not in the file");
         let (mut back, refs) = decode_task_state(file).unwrap();

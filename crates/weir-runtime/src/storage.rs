@@ -6,8 +6,8 @@
 //! checkpoint either has a complete `_metadata` or does not exist.
 
 use crate::checkpoint::{CheckpointMetadata, FileDigest, SubtaskEntry, TaskSnapshot};
+use crate::state_file::{SharedNames, encode_with_shared, fill_shared, plan_shared_with};
 pub use crate::state_file::{decode_task_state, encode_task_state};
-use crate::state_file::{encode_with_shared, fill_shared, plan_shared};
 use futures::{StreamExt, TryStreamExt};
 use object_store::multipart::MultipartStore;
 use object_store::path::Path;
@@ -236,16 +236,18 @@ impl CheckpointStorage {
 
     /// Writes a task's state file (see [`crate::state_file`]). With incremental
     /// checkpoints, large keyed payloads go to the shared folder unless `known` (the
-    /// shared objects of the task's previous snapshot) says they are there already.
+    /// shared objects of the task's previous snapshot) says they are there already;
+    /// `names` caches the names of the previous snapshot's payloads.
     pub async fn write_task_state(
         &self,
         id: CheckpointId,
         file: &str,
         snapshot: &TaskSnapshot,
         known: &HashSet<String>,
+        names: &mut SharedNames,
     ) -> Result<WrittenState> {
         let shared = if self.incremental {
-            plan_shared(snapshot)
+            plan_shared_with(snapshot, names)
         } else {
             Vec::new()
         };
@@ -640,14 +642,26 @@ mod tests {
             operators: vec![op],
         };
         let first = storage
-            .write_task_state(CheckpointId(1), "t-0.state", &snapshot, &HashSet::new())
+            .write_task_state(
+                CheckpointId(1),
+                "t-0.state",
+                &snapshot,
+                &HashSet::new(),
+                &mut Default::default(),
+            )
             .await
             .unwrap();
         assert_eq!(first.shared.len(), 1);
         assert!(first.written > 10_000);
         let known: HashSet<String> = first.shared.iter().cloned().collect();
         let second = storage
-            .write_task_state(CheckpointId(2), "t-0.state", &snapshot, &known)
+            .write_task_state(
+                CheckpointId(2),
+                "t-0.state",
+                &snapshot,
+                &known,
+                &mut Default::default(),
+            )
             .await
             .unwrap();
         assert_eq!(second.shared, first.shared);

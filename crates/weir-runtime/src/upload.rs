@@ -49,6 +49,7 @@ impl Uploader {
         let handle = tokio::spawn(async move {
             // Shared objects of the previous snapshot: they exist (see crate::state_file).
             let mut known = std::collections::HashSet::new();
+            let mut names = crate::state_file::SharedNames::default();
             while let Some(next) = rx.recv().await {
                 let u = match next {
                     Outgoing::Upload(u) => u,
@@ -64,7 +65,7 @@ impl Uploader {
                         tokio::time::sleep(delay).await;
                     }
                     let written = storage
-                        .write_task_state(u.id, &u.file, &u.snapshot, &known)
+                        .write_task_state(u.id, &u.file, &u.snapshot, &known, &mut names)
                         .await?;
                     weir_common::failpoint("after-task-state")?;
                     Ok(written)

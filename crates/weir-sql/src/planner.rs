@@ -1845,6 +1845,17 @@ fn physical_expr(
     e: &Expr,
     schema: &DFSchema,
 ) -> Result<PhysicalExprRef> {
+    let subquery = {
+        use datafusion::common::tree_node::TreeNode;
+        e.exists(|e| Ok(matches!(e, Expr::ScalarSubquery(_))))
+            .unwrap_or(false)
+    };
+    if subquery {
+        return Err(Error::plan(
+            "a scalar subquery in an expression ((SELECT …) used as a value) is not supported \
+             in streaming mode yet; it runs in batch mode (SET 'execution.runtime-mode' = 'batch')",
+        ));
+    }
     state
         .create_physical_expr(e.clone(), schema)
         .map_err(plan_error)

@@ -275,12 +275,12 @@ fn walkdir(dir: &std::path::Path) -> impl Iterator<Item = std::path::PathBuf> {
 }
 
 /// `taskmanager.memory.managed.size` bounds DataFusion's operators in batch mode: a sort of
-/// ~70 MB of rows under a 32 MB budget spills to `io.tmp.dirs` and commits the same rows
+/// ~70 MB of rows under a 64 MB budget spills to `io.tmp.dirs` and commits the same rows
 /// as one with room to spare (which does not spill).
 #[test]
 fn batch_sort_larger_than_the_memory_budget_spills_and_gives_the_same_rows() {
     let (roomy, roomy_spilled, _) = sort_under("1 gb");
-    let (tight, tight_spilled, _) = sort_under("32 mb");
+    let (tight, tight_spilled, _) = sort_under("64 mb");
     assert_eq!(roomy.len(), 1_000_000);
     assert!(!roomy_spilled, "a sort within its budget spilled");
     assert!(tight_spilled, "the sort over its budget did not spill");

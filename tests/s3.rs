@@ -474,7 +474,15 @@ fn s3_outage_longer_than_the_retry_budget_restarts_the_job() {
         "execution.checkpointing.timeout=1 s",
     ];
     let child = spawn(&args, &env_refs(&env));
-    std::thread::sleep(Duration::from_secs(2));
+    // The outage starts once the job runs (its first rows are committed): on a loaded
+    // machine the process may take seconds to start, and an outage over before the job
+    // writes anything fails nothing.
+    let started = std::time::Instant::now();
+    while s3.committed_lines("heal", "out").0.is_empty()
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     proxy.set_down(true);
     std::thread::sleep(Duration::from_secs(5));
     proxy.set_down(false);

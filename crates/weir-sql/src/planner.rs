@@ -388,12 +388,7 @@ impl Planner {
         plan: LogicalPlan,
     ) -> Result<impl futures::Stream<Item = Result<arrow::array::RecordBatch>> + Send + use<>> {
         use futures::StreamExt;
-        Self::check_batch(&plan)?;
-        let frame = self
-            .ctx
-            .execute_logical_plan(plan)
-            .await
-            .map_err(plan_error)?;
+        let frame = self.batch_frame(plan).await?;
         let plan_for_errors = frame.logical_plan().clone();
         let limit = self.memory.as_ref().map(|(limit, _)| *limit);
         let to_weir = move |e: datafusion::error::DataFusionError| {
@@ -433,13 +428,17 @@ impl Planner {
         &self,
         plan: LogicalPlan,
     ) -> Result<datafusion::physical_plan::SendableRecordBatchStream> {
+        let frame = self.batch_frame(plan).await?;
+        frame.execute_stream().await.map_err(Error::DataFusion)
+    }
+
+    /// `plan` checked for batch mode and handed to DataFusion.
+    async fn batch_frame(&self, plan: LogicalPlan) -> Result<datafusion::dataframe::DataFrame> {
         Self::check_batch(&plan)?;
-        let frame = self
-            .ctx
+        self.ctx
             .execute_logical_plan(plan)
             .await
-            .map_err(plan_error)?;
-        frame.execute_stream().await.map_err(Error::DataFusion)
+            .map_err(plan_error)
     }
 
     /// The DataFusion session (to register functions).

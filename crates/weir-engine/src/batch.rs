@@ -14,6 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
 use weir_runtime::{JobMetrics, Output, SourcePoll, TaskInfo};
+use weir_sql::source_scan::TableReader;
 use weir_sql::{BatchScan, CalcStep, Planner, TableDef, computed_physical};
 
 /// A planned batch query: `INSERT INTO sink …` or a `SELECT` to show.
@@ -63,7 +64,7 @@ pub struct ConnectorBatchScan;
 
 #[async_trait]
 impl BatchScan for ConnectorBatchScan {
-    async fn check(&self, table: &TableDef) -> Result<()> {
+    async fn open(&self, table: Arc<TableDef>) -> Result<Arc<dyn TableReader>> {
         if weir_common::changelog::is_changelog_source(&table.options) {
             let why = match table.options.get("connector") {
                 Some("upsert-kafka") => "connector 'upsert-kafka'".to_string(),
@@ -80,22 +81,43 @@ impl BatchScan for ConnectorBatchScan {
                 table.name
             )));
         }
-        if !source_factory(table).await?.is_bounded() {
+        let factory = weir_connectors::create_source(
+            &table.options,
+            table.physical_schema.clone(),
+            &table.metadata_keys(),
+            &table.primary_key,
+        )
+        .await?;
+        if !factory.is_bounded() {
             return Err(Error::plan(format!(
                 "table '{}' is unbounded; batch mode reads bounded tables only (set 'number-of-rows' \
                  or a sequence end, remove 'source.monitor-interval', or run in streaming mode)",
                 table.name
             )));
         }
-        Ok(())
+        Ok(Arc::new(ConnectorTable { table, factory }))
     }
+}
 
+/// A bounded table and its connector's source factory, created once per scan.
+struct ConnectorTable {
+    table: Arc<TableDef>,
+    factory: Arc<dyn weir_runtime::SourceFactory>,
+}
+
+impl std::fmt::Debug for ConnectorTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.table.name, self.factory.name())
+    }
+}
+
+impl TableReader for ConnectorTable {
     fn scan_partition(
         &self,
-        table: Arc<TableDef>,
         partition: usize,
         partitions: usize,
     ) -> Result<SendableRecordBatchStream> {
+        let (table, factory) = (self.table.clone(), self.factory.clone());
         let schema = table.schema.clone();
         let calc = computed_physical(&table)?.map(|exprs| {
             CalcOperator::new(vec![CalcStep::Project {
@@ -109,7 +131,7 @@ impl BatchScan for ConnectorBatchScan {
             let mut task = task(&table.name);
             task.subtask = partition;
             task.parallelism = partitions;
-            let mut source = source_factory(&table).await?.create(&task, None)?;
+            let mut source = factory.create(&task, None)?;
             source.open().await?;
             let reading = Reading {
                 source,
@@ -123,16 +145,6 @@ impl BatchScan for ConnectorBatchScan {
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)));
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, rows)))
     }
-}
-
-async fn source_factory(table: &TableDef) -> Result<Arc<dyn weir_runtime::SourceFactory>> {
-    weir_connectors::create_source(
-        &table.options,
-        table.physical_schema.clone(),
-        &table.metadata_keys(),
-        &table.primary_key,
-    )
-    .await
 }
 
 /// One partition of a batch scan being read.

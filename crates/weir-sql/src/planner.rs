@@ -61,14 +61,14 @@ impl TableProvider for StreamTableProvider {
         if let Some(plan) = native_parquet_scan(state, table, projection).await? {
             return Ok(plan);
         }
-        scanner
-            .check(table)
+        let reader = scanner
+            .open(table.clone())
             .await
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         let partitions = state.config().target_partitions();
         let scan = crate::source_scan::SourceScanExec::try_new(
             table.clone(),
-            scanner.clone(),
+            reader,
             projection,
             partitions,
         )

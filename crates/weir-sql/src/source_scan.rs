@@ -24,15 +24,17 @@ use weir_common::Result;
 /// (this crate does not know them).
 #[async_trait]
 pub trait BatchScan: Send + Sync + std::fmt::Debug {
-    /// Fails unless `table` can be read in batch mode (bounded and insert-only), with an
-    /// error that says why.
-    async fn check(&self, table: &TableDef) -> Result<()>;
+    /// The reader of `table`, once it is known that the table can be read in batch mode
+    /// (bounded and insert-only); otherwise an error that says why.
+    async fn open(&self, table: Arc<TableDef>) -> Result<Arc<dyn TableReader>>;
+}
 
-    /// The rows of share `partition` of `partitions` of `table`'s splits, with its
+/// One bounded table, ready to be read in partitions.
+pub trait TableReader: Send + Sync + std::fmt::Debug {
+    /// The rows of share `partition` of `partitions` of the table's splits, with its
     /// computed columns (the table's full schema), read when the stream is polled.
     fn scan_partition(
         &self,
-        table: Arc<TableDef>,
         partition: usize,
         partitions: usize,
     ) -> Result<SendableRecordBatchStream>;
@@ -42,7 +44,7 @@ pub trait BatchScan: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 pub struct SourceScanExec {
     table: Arc<TableDef>,
-    scanner: Arc<dyn BatchScan>,
+    reader: Arc<dyn TableReader>,
     /// Columns of the table's full schema to return (all when `None`).
     projection: Option<Vec<usize>>,
     schema: SchemaRef,
@@ -50,10 +52,11 @@ pub struct SourceScanExec {
 }
 
 impl SourceScanExec {
-    /// Scans `table` in `partitions` partitions, returning the columns `projection`.
+    /// Scans `table` through `reader` in `partitions` partitions, returning the columns
+    /// `projection`.
     pub fn try_new(
         table: Arc<TableDef>,
-        scanner: Arc<dyn BatchScan>,
+        reader: Arc<dyn TableReader>,
         projection: Option<&Vec<usize>>,
         partitions: usize,
     ) -> Result<Self> {
@@ -69,7 +72,7 @@ impl SourceScanExec {
         ));
         Ok(Self {
             table,
-            scanner,
+            reader,
             projection: projection.cloned(),
             schema,
             properties,
@@ -122,8 +125,8 @@ impl ExecutionPlan for SourceScanExec {
     ) -> datafusion::error::Result<SendableRecordBatchStream> {
         let partitions = self.properties.partitioning.partition_count();
         let rows = self
-            .scanner
-            .scan_partition(self.table.clone(), partition, partitions)
+            .reader
+            .scan_partition(partition, partitions)
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         let Some(projection) = self.projection.clone() else {
             return Ok(rows);

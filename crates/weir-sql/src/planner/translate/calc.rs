@@ -1,0 +1,62 @@
+//! Stateless steps: projections.
+
+use super::*;
+
+impl Planner {
+    /// A projection (or a Top-N's, when it projects a filtered window) as a step.
+    pub(super) fn translate_projection(
+        &self,
+        p: &datafusion::logical_expr::Projection,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        let top_n = match p.input.as_ref() {
+            LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(_)) => {
+                // The row number is only computed when the projection keeps it.
+                let rank = f.input.schema().fields().len() - 1;
+                let rank_used = p.expr.iter().any(|e| {
+                    e.column_refs()
+                        .iter()
+                        .any(|c| f.input.schema().index_of_column(c).ok() == Some(rank))
+                });
+                Some(self.top_n(f, rank_used, nodes)?)
+            }
+            _ => None,
+        };
+        let (node, mut steps) = match top_n {
+            Some(planned) => planned,
+            None => self.translate(&p.input, nodes)?,
+        };
+        let exprs = p
+            .expr
+            .iter()
+            .map(|e| self.physical(e, p.input.schema()))
+            .collect::<Result<Vec<_>>>()?;
+        steps.push(CalcStep::Project {
+            exprs,
+            schema: Arc::new(p.schema.as_arrow().clone()),
+        });
+        Ok((node, steps))
+    }
+
+    /// The optimizer may prune columns between a Top-N's filter and its window:
+    /// Filter(Projection(columns; Window)) is Projection(columns; Filter(Window)).
+    pub(super) fn translate_pruned_top_n(
+        &self,
+        f: &datafusion::logical_expr::Filter,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        let LogicalPlan::Projection(p) = f.input.as_ref() else {
+            unreachable!("matched above");
+        };
+        let filter =
+            datafusion::logical_expr::Filter::try_new(f.predicate.clone(), p.input.clone())
+                .map_err(plan_error)?;
+        let projection = datafusion::logical_expr::Projection::try_new_with_schema(
+            p.expr.clone(),
+            Arc::new(LogicalPlan::Filter(filter)),
+            p.schema.clone(),
+        )
+        .map_err(plan_error)?;
+        self.translate(&LogicalPlan::Projection(projection), nodes)
+    }
+}

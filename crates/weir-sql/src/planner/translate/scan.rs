@@ -1,0 +1,128 @@
+//! Leaves: table scans, `VALUES` and empty relations.
+
+use super::*;
+
+impl Planner {
+    /// A table read: one scan node per table (shared by every read of it), the
+    /// projection as a step.
+    pub(super) fn translate_scan(
+        &self,
+        scan: &datafusion::logical_expr::TableScan,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        let table = table_of_scan(scan).ok_or_else(|| {
+            Error::plan(format!(
+                "'{}' cannot be read in streaming mode",
+                scan.table_name
+            ))
+        })?;
+        if !scan.filters.is_empty() {
+            return Err(Error::internal("filters were pushed into a streaming scan"));
+        }
+        let computed = computed_physical(&table)?;
+        let watermark = match &table.watermark {
+            None => None,
+            Some((_, e)) => {
+                let schema = DFSchema::try_from_qualified_schema(FULL, &table.schema)?;
+                Some(self.physical(e, &schema)?)
+            }
+        };
+        // A table read more than once by a query (a self-join, HOP's copies, the
+        // nexmark views over one source) is read once and fanned out.
+        let existing = nodes
+            .iter()
+            .position(|n| matches!(n, PlanNode::Scan { table: t, .. } if Arc::ptr_eq(t, &table)));
+        let scan_node = match existing {
+            Some(n) => n,
+            None => {
+                nodes.push(PlanNode::Scan {
+                    table: table.clone(),
+                    computed,
+                    watermark,
+                });
+                nodes.len() - 1
+            }
+        };
+        // A fetch pushed into the scan is the Limit above it: nothing to do here.
+        let mut steps = Vec::new();
+        if let Some(projection) = &scan.projection {
+            let identity = projection.len() == table.schema.fields().len()
+                && projection.iter().enumerate().all(|(i, p)| i == *p);
+            if !identity {
+                let exprs = projection
+                    .iter()
+                    .map(|&i| {
+                        Arc::new(Column::new(table.schema.field(i).name(), i)) as PhysicalExprRef
+                    })
+                    .collect();
+                let schema = Arc::new(table.schema.project(projection)?);
+                steps.push(CalcStep::Project { exprs, schema });
+            }
+        }
+        Ok((scan_node, steps))
+    }
+
+    /// `SELECT 1` (one row of no columns, for the projection above) or a relation the
+    /// optimizer proved empty.
+    pub(super) fn translate_empty(
+        &self,
+        empty: &datafusion::logical_expr::EmptyRelation,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        // `SELECT 1` (one row of no columns, for the projection above) or a
+        // relation the optimizer proved empty.
+        let rows = usize::from(empty.produce_one_row);
+        let batch = arrow::array::RecordBatch::try_new_with_options(
+            Arc::new(empty.schema.as_arrow().clone()),
+            empty
+                .schema
+                .fields()
+                .iter()
+                .map(|f| arrow::array::new_null_array(f.data_type(), rows))
+                .collect(),
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?;
+        nodes.push(PlanNode::Values { batch });
+        Ok((nodes.len() - 1, Vec::new()))
+    }
+
+    /// `VALUES …`, evaluated once, here.
+    pub(super) fn translate_values(
+        &self,
+        values: &datafusion::logical_expr::Values,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        // Evaluated once, here: one row of no columns to evaluate constants on.
+        let schema = Arc::new(values.schema.as_arrow().clone());
+        let one = arrow::array::RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            Vec::new(),
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+        )?;
+        let empty = DFSchema::empty();
+        let mut columns = Vec::new();
+        for (c, field) in schema.fields().iter().enumerate() {
+            let mut cells = Vec::new();
+            for row in &values.values {
+                let array = self
+                    .physical(&row[c], &empty)?
+                    .evaluate(&one)
+                    .and_then(|v| v.into_array(1))
+                    .map_err(plan_error)?;
+                cells.push(arrow::compute::cast(&array, field.data_type())?);
+            }
+            let refs: Vec<&dyn arrow::array::Array> = cells.iter().map(|a| a.as_ref()).collect();
+            columns.push(arrow::compute::concat(&refs)?);
+        }
+        let schema = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        let batch = arrow::array::RecordBatch::try_new(schema, columns)?;
+        nodes.push(PlanNode::Values { batch });
+        Ok((nodes.len() - 1, Vec::new()))
+    }
+}

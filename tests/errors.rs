@@ -187,6 +187,42 @@ fn unwritable_sink_path_fails_before_any_data_moves() {
     );
 }
 
+/// Without periodic checkpoints a job commits once, when it has ended. Here subtask 1 ends
+/// (after b.json) while subtask 0 still has c.json, whose bad record fails the job: a
+/// checkpoint taken when subtask 1 ended would commit a.json's and b.json's rows.
+#[test]
+fn a_failure_after_a_sibling_subtask_ended_commits_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    // Files go to subtasks in name order: a and c to subtask 0, b to subtask 1.
+    std::fs::write(input.join("a.json"), "{\"a\": 1}\n{\"a\": 2}\n").unwrap();
+    std::fs::write(input.join("b.json"), "{\"a\": 3}\n").unwrap();
+    std::fs::write(input.join("c.json"), "{\"a\": \"not a number\"}\n").unwrap();
+    let out = tmp.path().join("out");
+    let script = write_script(
+        tmp.path(),
+        "job.sql",
+        &format!(
+            "SET 'parallelism.default' = '2';\n\
+             CREATE TABLE s (a BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+             CREATE TABLE d (a BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+             INSERT INTO d SELECT a FROM s;",
+            input.display(),
+            out.display()
+        ),
+    );
+    // Each file read waits, so subtask 1 has ended well before c.json is read.
+    let child = spawn(
+        &[script.to_str().unwrap()],
+        &[("WEIR_FAILPOINTS", "before-file-read=sleep:700")],
+    );
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(!done.status.success() && err.contains("c.json"), "{err}");
+    assert_eq!(committed_lines(&out), Vec::<String>::new(), "partial output is visible");
+}
+
 #[test]
 fn corrupt_input_file_fails_the_job_and_commits_nothing() {
     let tmp = tempfile::tempdir().unwrap();

@@ -119,6 +119,9 @@ impl Coordinator {
             .iter()
             .map(|v| vec![false; v.parallelism])
             .collect();
+        // Tasks that reached the end of their input.
+        let mut ended = closed.clone();
+        let pipelines = crate::plan::pipeline_of(&self.upstream);
         let mut pending: Option<Pending> = None;
         let mut waiting_replies: Vec<oneshot::Sender<Result<CheckpointId>>> = Vec::new();
         let mut stop_request: Option<StopRequest> = None;
@@ -178,10 +181,21 @@ impl Coordinator {
                             }
                         }
                         TaskEvent::EndOfData { task } => {
+                            ended[task.0][task.1] = true;
                             // Trigger the final checkpoint now (FLIP-147 without waiting
                             // for the interval) unless the pending one will include the
-                            // task's finished state anyway.
-                            if pending.as_ref().is_none_or(|p| p.acks.contains_key(&task)) {
+                            // task's finished state anyway. Without periodic checkpoints,
+                            // only once every task of the task's pipeline (the connected
+                            // part of the job graph) has ended: a checkpoint taken when
+                            // the first subtask ends would commit its siblings' output so
+                            // far, and a failure after it would leave that part visible.
+                            let pipeline = pipelines[task.0];
+                            let pipeline_ended = (0..ended.len())
+                                .filter(|v| pipelines[*v] == pipeline)
+                                .all(|v| ended[v].iter().all(|e| *e));
+                            if pending.as_ref().is_none_or(|p| p.acks.contains_key(&task))
+                                && (self.config.interval.is_some() || pipeline_ended)
+                            {
                                 asap = true;
                             }
                         }

@@ -40,6 +40,27 @@ pub struct TriggerPlan {
     pub wait_for: Vec<TaskRef>,
 }
 
+/// The connected part of the job graph each vertex belongs to (vertices joined by an
+/// edge in either direction share one), as the smallest vertex index in it.
+pub fn pipeline_of(upstream: &[Vec<Vec<TaskRef>>]) -> Vec<usize> {
+    let mut part: Vec<usize> = (0..upstream.len()).collect();
+    fn root(part: &mut [usize], v: usize) -> usize {
+        let mut r = v;
+        while part[r] != r {
+            r = part[r];
+        }
+        part[v] = r;
+        r
+    }
+    for (v, subtasks) in upstream.iter().enumerate() {
+        for &(u, _) in subtasks.iter().flatten() {
+            let (a, b) = (root(&mut part, v), root(&mut part, u));
+            part[a.max(b)] = a.min(b);
+        }
+    }
+    (0..upstream.len()).map(|v| root(&mut part, v)).collect()
+}
+
 /// Plans a checkpoint given which tasks have closed. `closed[v][s]` is true once task
 /// `(v, s)` closed. A task that reached end of data but has not closed is still running
 /// here: it takes part in checkpoints until its final one completes.
@@ -140,6 +161,22 @@ pub fn check_restore(graph: &JobGraph, meta: &CheckpointMetadata) -> Result<()> 
 mod tests {
     use super::*;
     use crate::graph::tests::graph_of;
+
+    #[test]
+    fn pipelines_are_the_connected_parts_of_the_graph() {
+        // source(2) -> sink(2), and apart from it source(1) -> calc(2) -> sink(1) with a
+        // second source(1) joining the calc.
+        let g = graph_of(
+            &[2, 2, 1, 2, 1, 1],
+            &[
+                (0, 1, Partitioning::Forward),
+                (2, 3, Partitioning::Rebalance),
+                (3, 4, Partitioning::Hash(vec![0])),
+                (5, 3, Partitioning::Hash(vec![0])),
+            ],
+        );
+        assert_eq!(pipeline_of(&upstream_tasks(&g)), vec![0, 0, 2, 2, 2, 2]);
+    }
 
     #[test]
     fn all_running_triggers_sources_only() {

@@ -220,7 +220,11 @@ fn a_failure_after_a_sibling_subtask_ended_commits_nothing() {
     let done = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&done.stderr);
     assert!(!done.status.success() && err.contains("c.json"), "{err}");
-    assert_eq!(committed_lines(&out), Vec::<String>::new(), "partial output is visible");
+    assert_eq!(
+        committed_lines(&out),
+        Vec::<String>::new(),
+        "partial output is visible"
+    );
 }
 
 #[test]

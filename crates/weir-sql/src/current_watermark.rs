@@ -163,14 +163,9 @@ pub fn check_steps(
     input: usize,
     steps: &[crate::plan::CalcStep],
 ) -> weir_common::Result<()> {
-    use crate::plan::CalcStep;
     use datafusion::physical_expr::expressions::Column;
     for (i, step) in steps.iter().enumerate() {
-        let exprs = match step {
-            CalcStep::Filter(e) => std::slice::from_ref(e),
-            CalcStep::Project { exprs, .. } => exprs.as_slice(),
-        };
-        for expr in exprs {
+        for expr in step.exprs() {
             let mut bad = None;
             expr.apply(|e| {
                 if let Some(f) = e

@@ -297,7 +297,8 @@ pub(crate) fn descriptor(arg: Option<&Expr>, tvf: &str) -> Result<Expr, String> 
 /// Flink's window table-valued functions become derived tables with the window columns:
 /// `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))` →
 /// `(SELECT *, date_bin(size, ts) AS window_start, … + size AS window_end,
-///   … + size - 1 ms AS window_time FROM t)`. A `GROUP BY window_start, window_end` over
+///   … + size - 1 ms AS window_time FROM t)`; HOP and CUMULATE unnest the list of a row's
+/// windows ([`crate::window_lists`]). A `GROUP BY window_start, window_end` over
 /// it is planned as an event-time window aggregate in streaming mode, and runs as an
 /// ordinary aggregate in batch mode.
 pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), String> {
@@ -353,26 +354,31 @@ pub fn rewrite_window_tvfs(query: &mut sqlparser::ast::Query) -> Result<(), Stri
                                 if name == "HOP" { "slide" } else { "step" }
                             ));
                         }
-                        let origin = "TIMESTAMP '1970-01-01 00:00:00.000000000'";
-                        let copies: Vec<String> = (0..size_ms / step_ms)
-                            .map(|i| {
-                                if name == "HOP" {
-                                    let start = format!("(date_bin({step}, {time}, {origin}) - INTERVAL '{} milliseconds')", i * step_ms);
-                                    format!(
-                                        "SELECT *, {start} AS window_start, {start} + {size} AS window_end, \
-                                         {start} + {size} - INTERVAL '1' MILLISECOND AS window_time FROM {table}"
-                                    )
-                                } else {
-                                    let start = format!("date_bin({size}, {time}, {origin})");
-                                    let end = format!("({start} + INTERVAL '{} milliseconds')", (i + 1) * step_ms);
-                                    format!(
-                                        "SELECT *, {start} AS window_start, {end} AS window_end, \
-                                         {end} - INTERVAL '1' MILLISECOND AS window_time FROM {table} WHERE {time} < {end}"
-                                    )
-                                }
-                            })
-                            .collect();
-                        copies.join(" UNION ALL ")
+                        // One row per window, by unnesting the row's list of windows.
+                        if name == "HOP" {
+                            let starts = format!(
+                                "{}({time}, {step_ms}, {size_ms})",
+                                crate::window_lists::HOP_STARTS
+                            );
+                            format!(
+                                "SELECT *, window_start + {size} AS window_end, \
+                                 window_start + {size} - INTERVAL '1' MILLISECOND AS window_time \
+                                 FROM (SELECT *, UNNEST({starts}) AS window_start FROM {table})"
+                            )
+                        } else {
+                            let ends = format!(
+                                "{}({time}, {step_ms}, {size_ms})",
+                                crate::window_lists::CUMULATE_ENDS
+                            );
+                            let start = format!(
+                                "date_bin({size}, {time}, TIMESTAMP '1970-01-01 00:00:00.000000000')"
+                            );
+                            format!(
+                                "SELECT *, window_end - INTERVAL '1' MILLISECOND AS window_time \
+                                 FROM (SELECT *, {start} AS window_start, UNNEST({ends}) AS window_end \
+                                 FROM {table})"
+                            )
+                        }
                     }
                     ("SESSION", 3) => {
                         return Err(

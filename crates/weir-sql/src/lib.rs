@@ -27,8 +27,9 @@ pub mod planner;
 pub mod source_scan;
 pub mod types;
 mod window_forms;
+pub mod window_lists;
 
 pub use catalog::{CatalogManager, ObjectPath, TableDef, ViewDef};
 pub use parser::{Located, WeirStatement, parse_script};
-pub use plan::{AggregateSpec, CalcStep, JoinKind, PlanNode, StreamPlan};
+pub use plan::{AggregateSpec, CalcStep, JoinKind, PlanNode, StreamPlan, UnnestStep};
 pub use planner::{BatchScan, Planner, computed_physical};

@@ -18,6 +18,42 @@ pub enum CalcStep {
         exprs: Vec<PhysicalExprRef>,
         schema: SchemaRef,
     },
+    /// Expand rows: each element of the list columns (and each field of the struct
+    /// columns) becomes a row (a column), the other columns repeated, as DataFusion's
+    /// `UnnestExec` does (`SELECT …, UNNEST(list)`, the window TVFs HOP and CUMULATE).
+    Unnest(UnnestStep),
+}
+
+/// A [`CalcStep::Unnest`]: the parameters of DataFusion's `UnnestExec`.
+#[derive(Debug, Clone)]
+pub struct UnnestStep {
+    /// List columns of the input to unnest, with how deep.
+    pub lists: Vec<datafusion::physical_plan::unnest::ListUnnest>,
+    /// Struct columns of the input to expand into their fields.
+    pub structs: Vec<usize>,
+    /// For each output column, the input column it comes from.
+    pub dependencies: Vec<usize>,
+    pub schema: SchemaRef,
+    pub options: datafusion::common::UnnestOptions,
+}
+
+impl UnnestStep {
+    /// Whether output column `col` is (part of) an unnested column rather than a copy.
+    pub fn unnests(&self, col: usize) -> bool {
+        let input = self.dependencies[col];
+        self.structs.contains(&input) || self.lists.iter().any(|l| l.index_in_input_schema == input)
+    }
+}
+
+impl CalcStep {
+    /// The expressions the step evaluates (none for an unnest).
+    pub fn exprs(&self) -> &[PhysicalExprRef] {
+        match self {
+            CalcStep::Filter(e) => std::slice::from_ref(e),
+            CalcStep::Project { exprs, .. } => exprs.as_slice(),
+            CalcStep::Unnest(_) => &[],
+        }
+    }
 }
 
 /// One aggregate function of a window aggregate, with its `FILTER (WHERE …)`.
@@ -233,8 +269,11 @@ pub(crate) fn passed_through(steps: &[CalcStep], col: usize) -> Option<usize> {
     use datafusion::physical_expr::expressions::Column;
     let mut col = col;
     for step in steps.iter().rev() {
-        if let CalcStep::Project { exprs, .. } = step {
-            col = exprs[col].downcast_ref::<Column>()?.index();
+        match step {
+            CalcStep::Project { exprs, .. } => col = exprs[col].downcast_ref::<Column>()?.index(),
+            CalcStep::Unnest(u) if u.unnests(col) => return None,
+            CalcStep::Unnest(u) => col = u.dependencies[col],
+            CalcStep::Filter(_) => {}
         }
     }
     Some(col)
@@ -316,6 +355,13 @@ impl fmt::Display for CalcStep {
                     .collect();
                 write!(f, "select {}", items.join(", "))
             }
+            CalcStep::Unnest(u) => {
+                let columns: Vec<&str> = (0..u.schema.fields().len())
+                    .filter(|c| u.unnests(*c))
+                    .map(|c| u.schema.field(c).name().as_str())
+                    .collect();
+                write!(f, "unnest {}", columns.join(", "))
+            }
         }
     }
 }
@@ -333,19 +379,25 @@ pub fn is_window_end(nodes: &[PlanNode], n: usize, col: usize) -> bool {
             // `window_time`) and rename it above.
             let mut named = false;
             for step in steps.iter().rev() {
-                if let CalcStep::Project { exprs, schema } = step {
-                    let f = schema.field(col);
-                    named |= f.name() == "window_end";
-                    match exprs[col].downcast_ref::<Column>() {
-                        Some(c) => col = c.index(),
-                        None => {
-                            // Where a window TVF's rewrite computes its bounds.
-                            return named
-                                && matches!(
-                                    f.data_type(),
-                                    arrow::datatypes::DataType::Timestamp(..)
-                                );
-                        }
+                let (f, source) = match step {
+                    CalcStep::Project { exprs, schema } => (
+                        schema.field(col),
+                        exprs[col].downcast_ref::<Column>().map(|c| c.index()),
+                    ),
+                    CalcStep::Unnest(u) => (
+                        u.schema.field(col),
+                        (!u.unnests(col)).then(|| u.dependencies[col]),
+                    ),
+                    CalcStep::Filter(_) => continue,
+                };
+                named |= f.name() == "window_end";
+                match source {
+                    Some(c) => col = c,
+                    None => {
+                        // Where a window TVF's rewrite computes its bounds (HOP and
+                        // CUMULATE unnest a list of them).
+                        return named
+                            && matches!(f.data_type(), arrow::datatypes::DataType::Timestamp(..));
                     }
                 }
             }
@@ -397,14 +449,21 @@ fn proctime_before(nodes: &[PlanNode], n: usize, steps: Option<usize>, col: usiz
         } => {
             let upto = steps.unwrap_or(all.len());
             for (i, step) in all[..upto].iter().enumerate().rev() {
-                if let CalcStep::Project { exprs, .. } = step {
-                    let mut columns = Vec::new();
-                    if mentions(&exprs[col], &mut columns) {
-                        return true;
+                match step {
+                    CalcStep::Project { exprs, .. } => {
+                        let mut columns = Vec::new();
+                        if mentions(&exprs[col], &mut columns) {
+                            return true;
+                        }
+                        return columns
+                            .into_iter()
+                            .any(|c| proctime_before(nodes, n, Some(i), c));
                     }
-                    return columns
-                        .into_iter()
-                        .any(|c| proctime_before(nodes, n, Some(i), c));
+                    // An unnested column derives from its list.
+                    CalcStep::Unnest(u) => {
+                        return proctime_before(nodes, n, Some(i), u.dependencies[col]);
+                    }
+                    CalcStep::Filter(_) => {}
                 }
             }
             proctime_before(nodes, *input, None, col)

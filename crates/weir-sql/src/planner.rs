@@ -219,6 +219,9 @@ impl Planner {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
         ctx.register_udf(crate::group_windows::ProcTime::udf());
+        for f in crate::window_lists::WindowList::udfs() {
+            ctx.register_udf(f);
+        }
         ctx.register_udf(crate::current_watermark::CurrentWatermark::udf());
         ctx.register_udaf(crate::flink_collect::udaf());
         for f in crate::flink_json::udfs()

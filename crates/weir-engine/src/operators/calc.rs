@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use std::sync::Arc;
 use weir_common::{Error, Result, changelog};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
-use weir_sql::CalcStep;
 use weir_sql::current_watermark::{self, WatermarkCell};
+use weir_sql::{CalcStep, UnnestStep};
 
 /// Applies filters and projections to every batch.
 pub struct CalcOperator {
@@ -28,13 +28,11 @@ impl CalcOperator {
     /// An operator applying `steps` whose `CURRENT_WATERMARK` calls read the watermarks
     /// this operator receives.
     pub fn with_watermark(steps: &[CalcStep]) -> Result<Self> {
-        let exprs = || {
-            steps.iter().flat_map(|s| match s {
-                CalcStep::Filter(e) => std::slice::from_ref(e),
-                CalcStep::Project { exprs, .. } => exprs.as_slice(),
-            })
-        };
-        if !exprs().any(current_watermark::mentions) {
+        if !steps
+            .iter()
+            .flat_map(CalcStep::exprs)
+            .any(current_watermark::mentions)
+        {
             return Ok(Self::new(steps.to_vec()));
         }
         let cell = Arc::new(WatermarkCell::default());
@@ -48,6 +46,7 @@ impl CalcOperator {
                         exprs: exprs.iter().map(bind).collect::<Result<_, _>>()?,
                         schema: schema.clone(),
                     },
+                    CalcStep::Unnest(u) => CalcStep::Unnest(u.clone()),
                 })
             })
             .collect::<Result<Vec<_>, datafusion::error::DataFusionError>>()?;
@@ -110,10 +109,44 @@ impl CalcOperator {
                     };
                     batch = RecordBatch::try_new_with_options(schema, columns, &options)?;
                 }
+                CalcStep::Unnest(u) => {
+                    batch = unnest(u, batch)?;
+                    if batch.num_rows() == 0 {
+                        return Ok(None);
+                    }
+                }
             }
         }
         Ok(Some(batch))
     }
+}
+
+/// Runs DataFusion's `UnnestExec` over one batch. A changelog's row kinds (its last
+/// column) are repeated like any column that is not unnested.
+fn unnest(step: &UnnestStep, batch: RecordBatch) -> Result<RecordBatch> {
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::physical_plan::ExecutionPlan;
+    use datafusion::physical_plan::unnest::UnnestExec;
+    use futures::{FutureExt, TryStreamExt};
+    let schema = match changelog::is_changelog(&batch) {
+        true => changelog::with_op_field(&step.schema),
+        false => step.schema.clone(),
+    };
+    let input = MemorySourceConfig::try_new_exec(&[vec![batch.clone()]], batch.schema(), None)?;
+    let exec = UnnestExec::new(
+        input,
+        step.lists.clone(),
+        step.structs.clone(),
+        schema.clone(),
+        step.options.clone(),
+    )?;
+    let rows = exec.execute(0, Arc::new(datafusion::execution::TaskContext::default()))?;
+    // Both the in-memory input and the unnest compute without waiting.
+    let batches: Vec<RecordBatch> = rows
+        .try_collect()
+        .now_or_never()
+        .ok_or_else(|| Error::internal("unnest waited for its in-memory input"))??;
+    Ok(arrow::compute::concat_batches(&schema, &batches)?)
 }
 
 /// A physical expression as SQL-ish text: `CAST(s@1 AS Int32)` → `CAST(s AS Int32)`.

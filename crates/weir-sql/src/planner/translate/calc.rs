@@ -1,4 +1,4 @@
-//! Stateless steps: projections.
+//! Stateless steps: projections and unnests.
 
 use super::*;
 
@@ -58,5 +58,31 @@ impl Planner {
         )
         .map_err(plan_error)?;
         self.translate(&LogicalPlan::Projection(projection), nodes)
+    }
+
+    /// `UNNEST(list)` in a select list (and the window TVFs HOP and CUMULATE, rewritten to
+    /// one) as a step expanding rows, over insert-only and updating input alike.
+    pub(super) fn translate_unnest(
+        &self,
+        u: &datafusion::logical_expr::Unnest,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        use datafusion::physical_plan::unnest::ListUnnest;
+        let (node, mut steps) = self.translate(&u.input, nodes)?;
+        steps.push(CalcStep::Unnest(crate::plan::UnnestStep {
+            lists: u
+                .list_type_columns
+                .iter()
+                .map(|(index, list)| ListUnnest {
+                    index_in_input_schema: *index,
+                    depth: list.depth,
+                })
+                .collect(),
+            structs: u.struct_type_columns.clone(),
+            dependencies: u.dependency_indices.clone(),
+            schema: Arc::new(u.schema.as_arrow().clone()),
+            options: u.options.clone(),
+        }));
+        Ok((node, steps))
     }
 }

@@ -70,6 +70,7 @@ impl Planner {
             LogicalPlan::Values(values) => self.translate_values(values, nodes),
             LogicalPlan::Limit(limit) => self.translate_limit(limit, nodes),
             LogicalPlan::Union(u) => self.translate_union(u, nodes),
+            LogicalPlan::Unnest(u) => self.translate_unnest(u, nodes),
             other => {
                 let what = other.display().to_string();
                 let what = what.split(':').next().unwrap_or_default();

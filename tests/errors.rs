@@ -576,6 +576,31 @@ fn scalar_subqueries_in_streaming_mode_are_named() {
 }
 
 #[test]
+fn misused_unnest_is_named() {
+    let table = "CREATE TABLE t (id INT, s STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n";
+    for (query, needles) in [
+        (
+            "SELECT x FROM t CROSS JOIN UNNEST(SPLIT(t.s, ','));",
+            &["line 2, column 1", "name UNNEST's columns", "AS u(x)"][..],
+        ),
+        (
+            "SELECT x FROM t CROSS JOIN UNNEST(t.s) AS u(x);",
+            &["UNNEST expands an array or a map, not Utf8"][..],
+        ),
+        (
+            "SELECT x FROM t JOIN t AS t2 ON t.id = t2.id CROSS JOIN UNNEST(SPLIT(t.s, ',')) AS u(x);",
+            &["UNNEST must directly follow the table whose column it expands"][..],
+        ),
+        (
+            "SELECT x FROM t RIGHT JOIN UNNEST(SPLIT(t.s, ',')) AS u(x) ON TRUE;",
+            &["CROSS JOIN, JOIN … ON TRUE or LEFT JOIN … ON TRUE"][..],
+        ),
+    ] {
+        fails_with(&format!("{table}{query}"), needles);
+    }
+}
+
+#[test]
 fn json_missing_fields_fail_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("in.json");

@@ -152,6 +152,11 @@ fn golden_tumble_window_aggregate() {
 }
 
 #[test]
+fn golden_unnest_into_a_window_aggregate() {
+    golden("unnest");
+}
+
+#[test]
 fn golden_hop_and_cumulate_windows() {
     golden("hop_cumulate_windows");
 }

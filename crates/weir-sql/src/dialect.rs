@@ -32,6 +32,12 @@ impl Dialect for FlinkDialect {
         true
     }
 
+    /// `SELECT * EXCLUDE (c)`: not Flink SQL, but what the rewrite of a lateral `UNNEST`
+    /// ([`crate::unnest`]) produces.
+    fn supports_select_wildcard_exclude(&self) -> bool {
+        true
+    }
+
     /// `TABLE t` as an argument of a window TVF (`TUMBLE(TABLE t, …)`): parsed as the
     /// identifier `__weir_table__.t`, which [`crate::functions::rewrite_window_tvfs`] consumes;
     /// `TABLE (SELECT …)` as a subquery. `TABLE t PARTITION BY k` (or `PARTITION BY (k1,

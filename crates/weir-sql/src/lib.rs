@@ -26,6 +26,7 @@ pub mod plan;
 pub mod planner;
 pub mod source_scan;
 pub mod types;
+pub mod unnest;
 mod window_forms;
 pub mod window_lists;
 

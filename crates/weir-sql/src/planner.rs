@@ -219,7 +219,10 @@ impl Planner {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
         ctx.register_udf(crate::group_windows::ProcTime::udf());
-        for f in crate::window_lists::WindowList::udfs() {
+        for f in crate::window_lists::WindowList::udfs()
+            .into_iter()
+            .chain(crate::unnest::udfs())
+        {
             ctx.register_udf(f);
         }
         ctx.register_udf(crate::current_watermark::CurrentWatermark::udf());
@@ -406,6 +409,7 @@ impl Planner {
     async fn logical(&self, query: &Query) -> Result<LogicalPlan> {
         let mut query = query.clone();
         crate::functions::rewrite_window_tvfs(&mut query).map_err(Error::plan)?;
+        crate::unnest::rewrite_unnest_joins(&mut query).map_err(Error::plan)?;
         crate::functions::rewrite(&mut query);
         crate::functions::alias_nested_fields(&mut query);
         crate::flink_types::distinct_cast_names(&mut query);

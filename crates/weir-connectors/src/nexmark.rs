@@ -507,11 +507,15 @@ fn known_fields(kind: &str) -> &'static [&'static str] {
 }
 
 /// Factory of the nexmark source.
+#[derive(Clone)]
 pub struct NexmarkSourceFactory {
     schema: SchemaRef,
     model: Model,
     events: Option<u64>,
     rate: Option<f64>,
+    /// The kinds of event (person, auction, bid) to generate; the others are left out
+    /// (a batch scan's pushed `event_type = k`).
+    kinds: [bool; 3],
 }
 
 impl NexmarkSourceFactory {
@@ -574,6 +578,7 @@ impl NexmarkSourceFactory {
             model,
             events: options.get_u64("events.num")?,
             rate: (!max_speed).then_some(rate),
+            kinds: [true; 3],
         })
     }
 }
@@ -591,12 +596,23 @@ impl SourceFactory for NexmarkSourceFactory {
     fn is_bounded(&self) -> bool {
         self.events.is_some()
     }
+    fn restricted(&self, column: &str, values: &[i64]) -> Option<Arc<dyn SourceFactory>> {
+        if column != "event_type" {
+            return None;
+        }
+        let mut restricted = self.clone();
+        for (k, keep) in restricted.kinds.iter_mut().enumerate() {
+            *keep &= values.contains(&(k as i64));
+        }
+        Some(Arc::new(restricted))
+    }
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
         let splits = Split::load(task, restored)?;
         let share = Split::share(&splits);
         Ok(Box::new(NexmarkSource {
             schema: self.schema.clone(),
             model: self.model,
+            kinds: self.kinds,
             events: self.events,
             rate: self.rate.map(|r| r * share),
             splits,
@@ -610,6 +626,7 @@ impl SourceFactory for NexmarkSourceFactory {
 struct NexmarkSource {
     schema: SchemaRef,
     model: Model,
+    kinds: [bool; 3],
     events: Option<u64>,
     rate: Option<f64>,
     splits: Vec<Split>,
@@ -620,8 +637,19 @@ struct NexmarkSource {
 
 impl NexmarkSource {
     fn batch(&self, s: &Split, rows: u64) -> Result<RecordBatch> {
-        let events: Vec<u64> = (0..rows).map(|i| s.global(i)).collect();
-        let want = ["person", "auction", "bid"].map(|k| self.schema.field_with_name(k).is_ok());
+        let kind = |n: u64| match self.model.kind(n) {
+            Kind::Person => 0,
+            Kind::Auction => 1,
+            Kind::Bid => 2,
+        };
+        let events: Vec<u64> = (0..rows)
+            .map(|i| s.global(i))
+            .filter(|n| self.kinds[kind(*n)])
+            .collect();
+        let mut want = ["person", "auction", "bid"].map(|k| self.schema.field_with_name(k).is_ok());
+        for (w, keep) in want.iter_mut().zip(self.kinds) {
+            *w &= keep;
+        }
         let mut c = generate(&self.model, &events, want);
         let valid = std::mem::take(&mut c.valid);
         let columns = self
@@ -659,7 +687,13 @@ impl Source for NexmarkSource {
         if live.is_empty() {
             return Ok(SourcePoll::Finished);
         }
-        let mut rows = BATCH;
+        // With kinds left out, step over more events so a batch still has about BATCH rows.
+        let proportions = [self.model.person, self.model.auction, self.model.bid];
+        let kept: u64 = (0..3)
+            .filter(|k| self.kinds[*k])
+            .map(|k| proportions[k])
+            .sum();
+        let mut rows = BATCH * self.model.total() / kept.max(1);
         if let Some(rate) = self.rate {
             let started = *self.started.get_or_insert_with(Instant::now);
             let allowed = (started.elapsed().as_secs_f64() * rate) as u64 + 1;

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
 use weir_runtime::{JobMetrics, Output, SourcePoll, TaskInfo};
-use weir_sql::source_scan::TableReader;
+use weir_sql::source_scan::{Restriction, TableReader};
 use weir_sql::{BatchScan, CalcStep, Planner, TableDef, computed_physical};
 
 /// A planned batch query: `INSERT INTO sink …` or a `SELECT` to show.
@@ -64,7 +64,11 @@ pub struct ConnectorBatchScan;
 
 #[async_trait]
 impl BatchScan for ConnectorBatchScan {
-    async fn open(&self, table: Arc<TableDef>) -> Result<Arc<dyn TableReader>> {
+    async fn open(
+        &self,
+        table: Arc<TableDef>,
+        restrictions: &[Restriction],
+    ) -> Result<Arc<dyn TableReader>> {
         if weir_common::changelog::is_changelog_source(&table.options) {
             let why = match table.options.get("connector") {
                 Some("upsert-kafka") => "connector 'upsert-kafka'".to_string(),
@@ -81,13 +85,18 @@ impl BatchScan for ConnectorBatchScan {
                 table.name
             )));
         }
-        let factory = weir_connectors::create_source(
+        let mut factory = weir_connectors::create_source(
             &table.options,
             table.physical_schema.clone(),
             &table.metadata_keys(),
             &table.primary_key,
         )
         .await?;
+        for r in restrictions {
+            if let Some(restricted) = factory.restricted(&r.column, &r.values) {
+                factory = restricted;
+            }
+        }
         if !factory.is_bounded() {
             return Err(Error::plan(format!(
                 "table '{}' is unbounded; batch mode reads bounded tables only (set 'number-of-rows' \

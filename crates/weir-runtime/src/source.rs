@@ -10,6 +10,7 @@ use crate::operator::TaskInfo;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
+use std::sync::Arc;
 use std::time::Duration;
 use weir_common::{CheckpointId, Result};
 
@@ -63,4 +64,12 @@ pub trait SourceFactory: Send + Sync {
     /// `restored` is `None` on a fresh start (the factory splits the input itself) and
     /// `Some` after a restore (the splits this subtask now owns, maybe none).
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>>;
+    /// A factory whose sources may leave out rows whose integer column `column` holds none
+    /// of `values`: a batch scan's `column = v` or `column IN (…)` pushed into the source
+    /// (the rows are filtered again after the scan, so leaving out some is enough).
+    /// `None`: this connector reads every row anyway.
+    fn restricted(&self, column: &str, values: &[i64]) -> Option<Arc<dyn SourceFactory>> {
+        let _ = (column, values);
+        None
+    }
 }

@@ -48,11 +48,27 @@ impl TableProvider for StreamTableProvider {
     fn table_type(&self) -> TableType {
         TableType::Base
     }
+    /// `column = v` and `column IN (…)` over integer columns reach the batch scan
+    /// ([`crate::source_scan::Restriction`]); DataFusion filters again after it, and the
+    /// streaming planner ignores them (the filter stays above the scan).
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> datafusion::error::Result<Vec<datafusion::logical_expr::TableProviderFilterPushDown>> {
+        use datafusion::logical_expr::TableProviderFilterPushDown as Push;
+        Ok(filters
+            .iter()
+            .map(|f| match &self.table {
+                Some(t) if crate::source_scan::Restriction::of(f, t).is_some() => Push::Inexact,
+                _ => Push::Unsupported,
+            })
+            .collect())
+    }
     async fn scan(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         _limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
         let (Some(scanner), Some(table)) = (&self.batch, &self.table) else {
@@ -63,8 +79,12 @@ impl TableProvider for StreamTableProvider {
         if let Some(plan) = native_parquet_scan(state, table, projection).await? {
             return Ok(plan);
         }
+        let restrictions: Vec<_> = filters
+            .iter()
+            .filter_map(|f| crate::source_scan::Restriction::of(f, table))
+            .collect();
         let reader = scanner
-            .open(table.clone())
+            .open(table.clone(), &restrictions)
             .await
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         let partitions = state.config().target_partitions();

@@ -25,8 +25,77 @@ use weir_common::Result;
 #[async_trait]
 pub trait BatchScan: Send + Sync + std::fmt::Debug {
     /// The reader of `table`, once it is known that the table can be read in batch mode
-    /// (bounded and insert-only); otherwise an error that says why.
-    async fn open(&self, table: Arc<TableDef>) -> Result<Arc<dyn TableReader>>;
+    /// (bounded and insert-only); otherwise an error that says why. The source may leave
+    /// out rows outside `restrictions` (they are filtered again after the scan).
+    async fn open(
+        &self,
+        table: Arc<TableDef>,
+        restrictions: &[Restriction],
+    ) -> Result<Arc<dyn TableReader>>;
+}
+
+/// A condition of a batch query on a physical integer column of a table, `column = v` or
+/// `column IN (v, …)`, that the table's source may use to skip rows
+/// (`SourceFactory::restricted`: the nexmark generator makes only the asked-for kinds of
+/// event). DataFusion still filters after the scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restriction {
+    pub column: String,
+    pub values: Vec<i64>,
+}
+
+impl Restriction {
+    /// The restriction `e` states over a physical column of `table`, if it is one.
+    pub fn of(e: &datafusion::logical_expr::Expr, table: &TableDef) -> Option<Restriction> {
+        use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
+        fn int(e: &Expr) -> Option<i64> {
+            match e {
+                Expr::Literal(v, _) => match v.cast_to(&arrow::datatypes::DataType::Int64).ok()? {
+                    datafusion::common::ScalarValue::Int64(Some(i))
+                        if v.data_type().is_integer() =>
+                    {
+                        Some(i)
+                    }
+                    _ => None,
+                },
+                Expr::Cast(c) => int(&c.expr),
+                _ => None,
+            }
+        }
+        let column = |e: &Expr| match e {
+            Expr::Column(c)
+                if table
+                    .physical_schema
+                    .field_with_name(&c.name)
+                    .is_ok_and(|f| f.data_type().is_integer()) =>
+            {
+                Some(c.name.clone())
+            }
+            _ => None,
+        };
+        match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Eq,
+                right,
+            }) => {
+                let (c, v) = match (column(left), column(right)) {
+                    (Some(c), None) => (c, int(right)?),
+                    (None, Some(c)) => (c, int(left)?),
+                    _ => return None,
+                };
+                Some(Restriction {
+                    column: c,
+                    values: vec![v],
+                })
+            }
+            Expr::InList(list) if !list.negated => Some(Restriction {
+                column: column(&list.expr)?,
+                values: list.list.iter().map(int).collect::<Option<Vec<_>>>()?,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// One bounded table, ready to be read in partitions.

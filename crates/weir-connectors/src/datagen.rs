@@ -205,6 +205,9 @@ impl SourceFactory for DatagenSourceFactory {
     fn is_bounded(&self) -> bool {
         self.total_rows.is_some()
     }
+    fn estimated_rows(&self) -> Option<u64> {
+        self.total_rows
+    }
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
         let splits = Split::load(task, restored)?;
         Ok(Box::new(DatagenSource {

@@ -596,6 +596,16 @@ impl SourceFactory for NexmarkSourceFactory {
     fn is_bounded(&self) -> bool {
         self.events.is_some()
     }
+    fn estimated_rows(&self) -> Option<u64> {
+        let m = &self.model;
+        let kept: u64 = [m.person, m.auction, m.bid]
+            .iter()
+            .zip(self.kinds)
+            .filter(|(_, keep)| *keep)
+            .map(|(p, _)| p)
+            .sum();
+        Some((self.events? as u128 * kept as u128 / m.total() as u128) as u64)
+    }
     fn restricted(&self, column: &str, values: &[i64]) -> Option<Arc<dyn SourceFactory>> {
         if column != "event_type" {
             return None;

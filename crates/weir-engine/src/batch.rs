@@ -121,6 +121,10 @@ impl std::fmt::Debug for ConnectorTable {
 }
 
 impl TableReader for ConnectorTable {
+    fn estimated_rows(&self) -> Option<u64> {
+        self.factory.estimated_rows()
+    }
+
     fn scan_partition(
         &self,
         partition: usize,

@@ -72,4 +72,9 @@ pub trait SourceFactory: Send + Sync {
         let _ = (column, values);
         None
     }
+    /// How many rows a bounded source reads in all, when the connector knows it without
+    /// reading (batch mode's join planning puts the smaller input on the build side).
+    fn estimated_rows(&self) -> Option<u64> {
+        None
+    }
 }

@@ -11,10 +11,11 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream,
+    SendableRecordBatchStream, Statistics,
 };
 use futures::StreamExt;
 use std::sync::Arc;
@@ -107,6 +108,8 @@ pub trait TableReader: Send + Sync + std::fmt::Debug {
         partition: usize,
         partitions: usize,
     ) -> Result<SendableRecordBatchStream>;
+    /// How many rows the table holds, if known without reading it.
+    fn estimated_rows(&self) -> Option<u64>;
 }
 
 /// The scan of one connector table in batch mode.
@@ -178,6 +181,26 @@ impl ExecutionPlan for SourceScanExec {
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         Vec::new()
+    }
+
+    /// The connector's row count when it knows it (DataFusion's join selection builds
+    /// hash tables on the smaller input), spread evenly over the partitions.
+    fn statistics_from_inputs(
+        &self,
+        _: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> datafusion::error::Result<Arc<Statistics>> {
+        use datafusion::common::stats::Precision;
+        let mut stats = Statistics::new_unknown(&self.schema);
+        if let Some(rows) = self.reader.estimated_rows() {
+            let partitions = self.properties.partitioning.partition_count() as u64;
+            let rows = match args.partition() {
+                Some(_) => rows.div_ceil(partitions.max(1)),
+                None => rows,
+            };
+            stats.num_rows = Precision::Inexact(rows as usize);
+        }
+        Ok(Arc::new(stats))
     }
 
     fn with_new_children(

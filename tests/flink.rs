@@ -397,6 +397,21 @@ async fn differences(name: &str) -> Vec<String> {
             let Some((_, want)) = expected.iter().find(|(k, _)| *k == (query, mode)) else {
                 continue;
             };
+            let mut want = want;
+            // `-- batch: as streaming`: where Flink's batch mode refuses a query that its
+            // streaming mode runs (session windows), Weir's batch mode runs it and must
+            // give the streaming rows.
+            if mode == Mode::Batch
+                && want.error.is_some()
+                && text.contains("\n-- batch: as streaming")
+            {
+                if let Some((_, streaming)) = expected
+                    .iter()
+                    .find(|(k, _)| *k == (query, Mode::Streaming))
+                {
+                    want = streaming;
+                }
+            }
             let at = format!("{name} query {query} ({})", mode.name());
             let got = run_query(&mut engine, stmt, mode, want.ordered).await;
             match (&want.error, got) {

@@ -1,6 +1,5 @@
 -- Session windows (legacy GROUP BY SESSION) with a legacy tumbling window beside them:
 -- every 50 events time jumps 3 s, which closes each user's session (gap 2 s).
--- batch: skip (DataFusion cannot merge sessions)
 CREATE TABLE clicks (
   id BIGINT,
   u AS id % 7,

@@ -9,8 +9,8 @@
 //! plans an ordinary aggregate grouped by that struct. The streaming planner recognises the
 //! functions: a tumble key makes a window aggregate (its `end` is the window end), a session
 //! key a session aggregate that merges overlapping sessions of a key. In batch mode tumbling
-//! windows are exact; session windows are rejected (grouping by per-row sessions would not
-//! merge them).
+//! windows are exact; session aggregates are rewritten to merge the per-row sessions
+//! ([`crate::batch_sessions`]).
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StructArray};
 use arrow::datatypes::{DataType, Field, Fields, Int64Type, TimeUnit};

@@ -308,25 +308,7 @@ impl Planner {
     /// Rejects what batch execution would get wrong: session windows (DataFusion would
     /// group by each row's own session instead of merging them).
     fn check_batch(plan: &LogicalPlan) -> Result<()> {
-        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
         crate::current_watermark::check_batch(plan)?;
-        let mut session = false;
-        plan.apply(|node| {
-            for e in node.expressions() {
-                e.apply(|e| {
-                    if let Expr::ScalarFunction(f) = e {
-                        session |= f.func.name() == crate::group_windows::SESSION;
-                    }
-                    Ok(TreeNodeRecursion::Continue)
-                })?;
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })?;
-        if session {
-            return Err(Error::plan(
-                "SESSION windows run in streaming mode only (batch execution cannot merge sessions yet)",
-            ));
-        }
         Ok(())
     }
 
@@ -390,6 +372,7 @@ impl Planner {
     /// `plan` checked for batch mode and handed to DataFusion.
     async fn batch_frame(&self, plan: LogicalPlan) -> Result<datafusion::dataframe::DataFrame> {
         Self::check_batch(&plan)?;
+        let plan = crate::batch_sessions::rewrite(plan).map_err(plan_error)?;
         self.ctx
             .execute_logical_plan(plan)
             .await

@@ -404,13 +404,11 @@ async fn differences(name: &str) -> Vec<String> {
             if mode == Mode::Batch
                 && want.error.is_some()
                 && text.contains("\n-- batch: as streaming")
-            {
-                if let Some((_, streaming)) = expected
+                && let Some((_, streaming)) = expected
                     .iter()
                     .find(|(k, _)| *k == (query, Mode::Streaming))
-                {
-                    want = streaming;
-                }
+            {
+                want = streaming;
             }
             let at = format!("{name} query {query} ({})", mode.name());
             let got = run_query(&mut engine, stmt, mode, want.ordered).await;

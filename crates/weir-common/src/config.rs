@@ -275,14 +275,21 @@ pub static KEYS: &[KeyInfo] = &[
         [],
         "",
         MemorySize,
-        "Batch mode: memory DataFusion's sorts, joins and aggregates may hold together; past it they spill to disk, and one that cannot spill fails with an error naming this key (default: taskmanager.memory.managed.fraction of the machine's memory)."
+        "Batch mode: memory DataFusion's sorts, joins and aggregates may hold together; past it they spill to disk, and one that cannot spill fails with an error naming this key (default: taskmanager.memory.managed.fraction of taskmanager.memory.flink.size)."
     ),
     key!(
         "taskmanager.memory.managed.fraction",
         [],
         "0.4",
         Float(0.0),
-        "Batch mode: the memory budget as a fraction of the machine's memory, when taskmanager.memory.managed.size is not set."
+        "Batch mode: the memory budget as a fraction of taskmanager.memory.flink.size, when taskmanager.memory.managed.size is not set."
+    ),
+    key!(
+        "taskmanager.memory.flink.size",
+        [],
+        "",
+        MemorySize,
+        "The memory the task manager plans to use in all, of which taskmanager.memory.managed.fraction is batch mode's budget (default: the machine's memory, at most 4 gb; a larger budget mostly adds page faults: sorts that spill early run as fast)."
     ),
     key!(
         "io.tmp.dirs",
@@ -340,6 +347,9 @@ pub static KEYS: &[KeyInfo] = &[
 pub struct Config {
     values: BTreeMap<String, String>,
 }
+
+/// `taskmanager.memory.flink.size` when it is not set (and the machine has more).
+const DEFAULT_FLINK_MEMORY: u64 = 4 << 30;
 
 impl Config {
     pub fn new() -> Self {
@@ -551,8 +561,8 @@ impl Config {
     }
 
     /// `taskmanager.memory.managed.size` in bytes; when not set,
-    /// `taskmanager.memory.managed.fraction` of the machine's memory (as Flink sizes
-    /// managed memory).
+    /// `taskmanager.memory.managed.fraction` of `taskmanager.memory.flink.size` (as Flink
+    /// sizes managed memory), which defaults to the machine's memory, at most 4 GiB.
     pub fn managed_memory(&self) -> u64 {
         if let Ok(size) = parse_memory_size(self.raw_or_default("taskmanager.memory.managed.size"))
         {
@@ -563,7 +573,9 @@ impl Config {
             .trim()
             .parse()
             .unwrap_or(0.4);
-        (machine_memory() as f64 * fraction.min(1.0)) as u64
+        let total = parse_memory_size(self.raw_or_default("taskmanager.memory.flink.size"))
+            .unwrap_or_else(|_| machine_memory().min(DEFAULT_FLINK_MEMORY));
+        (total as f64 * fraction.min(1.0)) as u64
     }
 
     /// `io.tmp.dirs`, when set.
@@ -802,6 +814,19 @@ mod tests {
             .is_err()
         );
         c.set("restart-strategy.fixed-delay.attempts", "0").unwrap();
+    }
+
+    #[test]
+    fn batch_budget_is_the_managed_fraction_of_the_flink_memory() {
+        let mut c = Config::new();
+        let default_total = machine_memory().min(4 << 30);
+        assert_eq!(c.managed_memory(), (default_total as f64 * 0.4) as u64);
+        c.set("taskmanager.memory.flink.size", "1 gb").unwrap();
+        assert_eq!(c.managed_memory(), ((1u64 << 30) as f64 * 0.4) as u64);
+        c.set("taskmanager.memory.managed.fraction", "0.5").unwrap();
+        assert_eq!(c.managed_memory(), 1 << 29);
+        c.set("taskmanager.memory.managed.size", "64 mb").unwrap();
+        assert_eq!(c.managed_memory(), 64 << 20);
     }
 
     #[test]

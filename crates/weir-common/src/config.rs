@@ -289,7 +289,7 @@ pub static KEYS: &[KeyInfo] = &[
         [],
         "",
         MemorySize,
-        "The memory the task manager plans to use in all, of which taskmanager.memory.managed.fraction is batch mode's budget (default: the machine's memory, at most 4 gb; a larger budget mostly adds page faults: sorts that spill early run as fast)."
+        "The memory the task manager plans to use in all, of which taskmanager.memory.managed.fraction is batch mode's budget (default: the machine's memory, at most 8 gb; a larger budget mostly adds page faults: sorts that spill early run as fast)."
     ),
     key!(
         "io.tmp.dirs",
@@ -349,7 +349,7 @@ pub struct Config {
 }
 
 /// `taskmanager.memory.flink.size` when it is not set (and the machine has more).
-const DEFAULT_FLINK_MEMORY: u64 = 4 << 30;
+const DEFAULT_FLINK_MEMORY: u64 = 8 << 30;
 
 impl Config {
     pub fn new() -> Self {
@@ -562,7 +562,7 @@ impl Config {
 
     /// `taskmanager.memory.managed.size` in bytes; when not set,
     /// `taskmanager.memory.managed.fraction` of `taskmanager.memory.flink.size` (as Flink
-    /// sizes managed memory), which defaults to the machine's memory, at most 4 GiB.
+    /// sizes managed memory), which defaults to the machine's memory, at most 8 GiB.
     pub fn managed_memory(&self) -> u64 {
         if let Ok(size) = parse_memory_size(self.raw_or_default("taskmanager.memory.managed.size"))
         {
@@ -819,7 +819,7 @@ mod tests {
     #[test]
     fn batch_budget_is_the_managed_fraction_of_the_flink_memory() {
         let mut c = Config::new();
-        let default_total = machine_memory().min(4 << 30);
+        let default_total = machine_memory().min(8 << 30);
         assert_eq!(c.managed_memory(), (default_total as f64 * 0.4) as u64);
         c.set("taskmanager.memory.flink.size", "1 gb").unwrap();
         assert_eq!(c.managed_memory(), ((1u64 << 30) as f64 * 0.4) as u64);

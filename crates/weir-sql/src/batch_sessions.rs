@@ -133,21 +133,19 @@ fn merge_sessions(agg: Aggregate, position: usize) -> Result<LogicalPlan> {
                     .clone()
                     .alias_qualified(qualifier.cloned(), field.name());
             }
-            {
-                // Keys before the session keep their place; the ones after it moved up
-                // by one, and the aggregates follow the keys and the session number.
-                let j = match i {
-                    i if i < position => i,
-                    i if i < agg.group_expr.len() => i - 1,
-                    i => i - agg.group_expr.len() + keys_out + 1,
-                };
-                let (q, f) = out.qualified_field(j);
-                let value = Expr::Column(Column::new(q.cloned(), f.name()));
-                if q == qualifier && f.name() == field.name() {
-                    value
-                } else {
-                    value.alias_qualified(qualifier.cloned(), field.name())
-                }
+            // Keys before the session keep their place; the ones after it moved up
+            // by one, and the aggregates follow the keys and the session number.
+            let j = match i {
+                i if i < position => i,
+                i if i < agg.group_expr.len() => i - 1,
+                i => i - agg.group_expr.len() + keys_out + 1,
+            };
+            let (q, f) = out.qualified_field(j);
+            let value = Expr::Column(Column::new(q.cloned(), f.name()));
+            if q == qualifier && f.name() == field.name() {
+                value
+            } else {
+                value.alias_qualified(qualifier.cloned(), field.name())
             }
         })
         .collect();

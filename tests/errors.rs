@@ -562,20 +562,6 @@ fn unsupported_flink_syntax_is_named() {
 /// A scalar subquery used as a value is planned in batch mode only; streaming mode says
 /// so (it used to surface DataFusion's "Physical plan does not support logical expression").
 #[test]
-fn scalar_subqueries_in_streaming_mode_are_named() {
-    fails_with(
-        "CREATE TABLE bid (id BIGINT, price BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\
-         SELECT id FROM bid WHERE price > (SELECT AVG(price) FROM bid);",
-        &[
-            "line 2, column 1",
-            "scalar subquery",
-            "not supported in streaming mode yet",
-            "batch mode",
-        ],
-    );
-}
-
-#[test]
 fn misused_unnest_is_named() {
     let table = "CREATE TABLE t (id INT, s STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n";
     for (query, needles) in [

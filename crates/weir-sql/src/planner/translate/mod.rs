@@ -7,6 +7,7 @@ mod aggregate;
 mod calc;
 mod join;
 mod scan;
+mod subquery;
 mod top_n;
 
 impl Planner {
@@ -34,6 +35,20 @@ impl Planner {
     ) -> Result<(usize, Vec<CalcStep>)> {
         match plan {
             LogicalPlan::TableScan(scan) => self.translate_scan(scan, nodes),
+            LogicalPlan::Filter(f) if subquery::has_scalar_subquery(&f.predicate) => {
+                self.translate(&subquery::lift_from_filter(f)?, nodes)
+            }
+            LogicalPlan::Projection(p) if p.expr.iter().any(subquery::has_scalar_subquery) => {
+                self.translate(&subquery::lift_from_projection(p)?, nodes)
+            }
+            LogicalPlan::Aggregate(a)
+                if a.group_expr
+                    .iter()
+                    .chain(&a.aggr_expr)
+                    .any(subquery::has_scalar_subquery) =>
+            {
+                self.translate(&subquery::lift_from_aggregate(a)?, nodes)
+            }
             LogicalPlan::Projection(p) => self.translate_projection(p, nodes),
             LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(_)) => {
                 self.top_n(f, true, nodes)
@@ -57,6 +72,9 @@ impl Planner {
                 Ok((node, steps))
             }
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input, nodes),
+            LogicalPlan::Join(j) if j.on.is_empty() => {
+                self.translate(&subquery::with_constant_key(j), nodes)
+            }
             LogicalPlan::Join(j)
                 if j.on.iter().any(|(l, r)| {
                     !matches!(l, Expr::Column(_)) || !matches!(r, Expr::Column(_))

@@ -59,7 +59,7 @@ impl Restriction {
                     }
                     _ => None,
                 },
-                Expr::Cast(c) => int(&c.expr),
+                // Not through casts: a narrowing cast changes the value.
                 _ => None,
             }
         }

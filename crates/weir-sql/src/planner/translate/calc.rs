@@ -46,7 +46,7 @@ impl Planner {
         nodes: &mut Vec<PlanNode>,
     ) -> Result<(usize, Vec<CalcStep>)> {
         let LogicalPlan::Projection(p) = f.input.as_ref() else {
-            unreachable!("matched above");
+            return Err(Error::internal("a pruned Top-N without its projection"));
         };
         let filter =
             datafusion::logical_expr::Filter::try_new(f.predicate.clone(), p.input.clone())

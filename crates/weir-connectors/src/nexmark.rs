@@ -105,9 +105,24 @@ enum Kind {
     Bid,
 }
 
+impl Kind {
+    /// The event's `event_type` (0 person, 1 auction, 2 bid).
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 impl Model {
     fn total(&self) -> u64 {
         self.person + self.auction + self.bid
+    }
+    /// The events of the kinds `kinds` keeps, out of every `total()`.
+    fn kept(&self, kinds: [bool; 3]) -> u64 {
+        [self.person, self.auction, self.bid]
+            .into_iter()
+            .zip(kinds)
+            .filter_map(|(share, keep)| keep.then_some(share))
+            .sum()
     }
     fn kind(&self, n: u64) -> Kind {
         let r = n % self.total();
@@ -207,11 +222,7 @@ fn generate(m: &Model, events: &[u64], want: [bool; 3]) -> Columns {
     let (mut scratch, mut path, mut channel) = (String::new(), String::new(), String::new());
     for (&n, &kind) in events.iter().zip(&kinds) {
         let time = m.time(n);
-        event_type.push(match kind {
-            Kind::Person => 0,
-            Kind::Auction => 1,
-            Kind::Bid => 2,
-        });
+        event_type.push(kind.index() as i32);
         valid[0].append(kind == Kind::Person);
         valid[1].append(kind == Kind::Auction);
         valid[2].append(kind == Kind::Bid);
@@ -597,14 +608,8 @@ impl SourceFactory for NexmarkSourceFactory {
         self.events.is_some()
     }
     fn estimated_rows(&self) -> Option<u64> {
-        let m = &self.model;
-        let kept: u64 = [m.person, m.auction, m.bid]
-            .iter()
-            .zip(self.kinds)
-            .filter(|(_, keep)| *keep)
-            .map(|(p, _)| p)
-            .sum();
-        Some((self.events? as u128 * kept as u128 / m.total() as u128) as u64)
+        let (kept, total) = (self.model.kept(self.kinds), self.model.total());
+        Some((self.events? as u128 * kept as u128 / total as u128) as u64)
     }
     fn restricted(&self, column: &str, values: &[i64]) -> Option<Arc<dyn SourceFactory>> {
         if column != "event_type" {
@@ -647,14 +652,9 @@ struct NexmarkSource {
 
 impl NexmarkSource {
     fn batch(&self, s: &Split, rows: u64) -> Result<RecordBatch> {
-        let kind = |n: u64| match self.model.kind(n) {
-            Kind::Person => 0,
-            Kind::Auction => 1,
-            Kind::Bid => 2,
-        };
         let events: Vec<u64> = (0..rows)
             .map(|i| s.global(i))
-            .filter(|n| self.kinds[kind(*n)])
+            .filter(|n| self.kinds[self.model.kind(*n).index()])
             .collect();
         let mut want = ["person", "auction", "bid"].map(|k| self.schema.field_with_name(k).is_ok());
         for (w, keep) in want.iter_mut().zip(self.kinds) {
@@ -698,11 +698,7 @@ impl Source for NexmarkSource {
             return Ok(SourcePoll::Finished);
         }
         // With kinds left out, step over more events so a batch still has about BATCH rows.
-        let proportions = [self.model.person, self.model.auction, self.model.bid];
-        let kept: u64 = (0..3)
-            .filter(|k| self.kinds[*k])
-            .map(|k| proportions[k])
-            .sum();
+        let kept = self.model.kept(self.kinds);
         let mut rows = BATCH * self.model.total() / kept.max(1);
         if let Some(rate) = self.rate {
             let started = *self.started.get_or_insert_with(Instant::now);

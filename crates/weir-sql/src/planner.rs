@@ -305,13 +305,6 @@ impl Planner {
         self.batch = Some(scan);
     }
 
-    /// Rejects what batch execution would get wrong: session windows (DataFusion would
-    /// group by each row's own session instead of merging them).
-    fn check_batch(plan: &LogicalPlan) -> Result<()> {
-        crate::current_watermark::check_batch(plan)?;
-        Ok(())
-    }
-
     /// Runs an optimized logical plan with DataFusion (batch mode).
     pub async fn execute_batch(&self, plan: LogicalPlan) -> Result<Vec<arrow::array::RecordBatch>> {
         use futures::TryStreamExt;
@@ -371,7 +364,7 @@ impl Planner {
 
     /// `plan` checked for batch mode and handed to DataFusion.
     async fn batch_frame(&self, plan: LogicalPlan) -> Result<datafusion::dataframe::DataFrame> {
-        Self::check_batch(&plan)?;
+        crate::current_watermark::check_batch(&plan)?;
         let plan = crate::batch_sessions::rewrite(plan).map_err(plan_error)?;
         self.ctx
             .execute_logical_plan(plan)

@@ -312,7 +312,9 @@ fn literal_usize(v: Option<&ScalarValue>) -> Option<usize> {
     }
 }
 
-fn scalar(v: &ColumnarValue) -> Option<ScalarValue> {
+/// The value of a constant argument of a scalar function (the planner may hand it over as
+/// a column of equal values).
+pub(crate) fn constant(v: &ColumnarValue) -> Option<ScalarValue> {
     match v {
         ColumnarValue::Scalar(s) => Some(s.clone()),
         ColumnarValue::Array(a) if !a.is_empty() => ScalarValue::try_from_array(a, 0).ok(),
@@ -347,8 +349,8 @@ impl ScalarUDFImpl for UnnestList {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let keep_empty = literal_bool(scalar(&args.args[1]).as_ref());
-        let positions = literal_bool(scalar(&args.args[2]).as_ref());
+        let keep_empty = literal_bool(constant(&args.args[1]).as_ref());
+        let positions = literal_bool(constant(&args.args[2]).as_ref());
         let value = args.args[0].clone().into_array(args.number_rows)?;
         let list: ListArray = match value.data_type() {
             DataType::Map(..) => {
@@ -451,7 +453,7 @@ impl ScalarUDFImpl for UnnestField {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let i = literal_usize(scalar(&args.args[1]).as_ref()).unwrap_or(0);
+        let i = literal_usize(constant(&args.args[1]).as_ref()).unwrap_or(0);
         let value = args.args[0].clone().into_array(args.number_rows)?;
         let Some(row) = value.as_struct_opt() else {
             return Ok(ColumnarValue::Array(value));

@@ -56,12 +56,7 @@ fn windows(hop: bool, t: i64, step: i64, size: i64) -> impl Iterator<Item = i64>
 
 /// A literal integer argument (the planner may hand it over as a one-value column).
 fn literal_millis(v: &ColumnarValue) -> Option<i64> {
-    let scalar = match v {
-        ColumnarValue::Scalar(s) => s.clone(),
-        ColumnarValue::Array(a) if !a.is_empty() => ScalarValue::try_from_array(a, 0).ok()?,
-        ColumnarValue::Array(_) => return None,
-    };
-    match scalar.cast_to(&DataType::Int64).ok()? {
+    match crate::unnest::constant(v)?.cast_to(&DataType::Int64).ok()? {
         ScalarValue::Int64(Some(ms)) => Some(ms),
         _ => None,
     }

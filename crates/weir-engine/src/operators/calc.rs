@@ -140,7 +140,11 @@ fn unnest(step: &UnnestStep, batch: RecordBatch) -> Result<RecordBatch> {
         schema.clone(),
         step.options.clone(),
     )?;
-    let rows = exec.execute(0, Arc::new(datafusion::execution::TaskContext::default()))?;
+    // One context for every batch (a default one builds a runtime environment).
+    static CONTEXT: std::sync::OnceLock<Arc<datafusion::execution::TaskContext>> =
+        std::sync::OnceLock::new();
+    let context = CONTEXT.get_or_init(|| Arc::new(datafusion::execution::TaskContext::default()));
+    let rows = exec.execute(0, context.clone())?;
     // Both the in-memory input and the unnest compute without waiting.
     let batches: Vec<RecordBatch> = rows
         .try_collect()

@@ -322,3 +322,56 @@ INSERT INTO joined SELECT a.id, a.pad FROM a JOIN b ON a.id = b.id;
     );
     assert!(committed_lines(&out).is_empty());
 }
+
+/// EXPLAIN in batch mode shows what batch mode runs, DataFusion's physical plan; a join
+/// of a table with an aggregate of it builds its hash table on the aggregate (estimated at
+/// a tenth of its input, as Flink's planner does, when the number of groups is unknown).
+#[test]
+fn batch_explain_shows_the_physical_plan_and_joins_build_on_the_aggregate() {
+    let query = "SELECT s.id FROM src s JOIN \
+        (SELECT MAX(id) AS m FROM src GROUP BY id / 100) a ON s.id = a.m";
+    let tmp = tempfile::tempdir().unwrap();
+    let s = write_script(
+        tmp.path(),
+        "explain.sql",
+        &format!("{}EXPLAIN {query};\n", sequence_src(10_000)),
+    );
+    let plan = run_ok(&[s.to_str().unwrap(), "--mode", "batch", "-p", "2"]);
+    assert!(plan.contains("== Physical Plan =="), "{plan}");
+    // The join's first child (DataFusion builds on it) is the aggregate's subtree.
+    let lines: Vec<&str> = plan.lines().collect();
+    let join = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("HashJoinExec"))
+        .unwrap_or_else(|| panic!("no hash join in\n{plan}"));
+    let depth = |l: &str| l.len() - l.trim_start().len();
+    let child = depth(lines[join]) + 2;
+    let build: Vec<&str> = lines[join + 1..]
+        .iter()
+        .skip(1)
+        .take_while(|l| depth(l) > child)
+        .copied()
+        .collect();
+    assert!(
+        build.iter().any(|l| l.contains("AggregateExec")),
+        "the join builds on the table, not the aggregate:\n{plan}"
+    );
+    let out = tmp.path().join("out");
+    let s = write_script(
+        tmp.path(),
+        "job.sql",
+        &format!(
+            "{}CREATE TABLE out (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', \
+             'format' = 'csv');\nINSERT INTO out {query};\n",
+            sequence_src(10_000),
+            out.display()
+        ),
+    );
+    run_ok(&[s.to_str().unwrap(), "--mode", "batch", "-p", "2"]);
+    let mut rows = committed_lines(&out);
+    rows.sort_by_key(|r| r.parse::<i64>().unwrap());
+    let expected: Vec<String> = (0..=100)
+        .map(|g| (g * 100 + 99).min(10_000).to_string())
+        .collect();
+    assert_eq!(rows, expected);
+}

@@ -375,45 +375,69 @@ impl Engine {
             WeirStatement::ShowJobs | WeirStatement::StopJob { .. } => {
                 Ok(Outcome::JobControl(stmt.clone()))
             }
-            WeirStatement::Explain(inner) => {
-                let mut plans = Vec::new();
-                let statements = match inner.as_ref() {
-                    WeirStatement::StatementSet(inserts) => {
-                        inserts.iter().map(|l| &l.statement).collect()
-                    }
-                    other => vec![other],
-                };
-                for statement in statements {
-                    plans.push(match statement {
-                        WeirStatement::Insert {
-                            table,
-                            columns,
-                            query,
-                            partition,
-                            ..
-                        } => {
-                            self.planner
-                                .plan_insert(table, columns, partition, query)
-                                .await?
-                        }
-                        WeirStatement::Select(query) => self.planner.plan_select(query).await?,
-                        _ => {
-                            return Err(Error::plan(
-                                "EXPLAIN takes a SELECT, an INSERT INTO or a STATEMENT SET",
-                            ));
-                        }
-                    });
-                }
-                let graph = self.build_job(&plans).await?;
-                let logical: Vec<String> =
-                    plans.iter().map(|p| p.logical_plan.to_string()).collect();
-                Ok(Outcome::Explain(format!(
-                    "== Optimized Logical Plan ==\n{}\n\n== Job Graph ==\n{}",
-                    logical.join("\n\n"),
-                    graph.chained().explain()
-                )))
-            }
+            WeirStatement::Explain(inner) => self.explain(inner).await,
         }
+    }
+
+    /// `EXPLAIN`: the optimized logical plan and what runs it, the job graph in streaming
+    /// mode, DataFusion's physical plan in batch mode.
+    async fn explain(&mut self, inner: &WeirStatement) -> Result<Outcome> {
+        const WHAT: &str = "EXPLAIN takes a SELECT, an INSERT INTO or a STATEMENT SET";
+        let explainable = matches!(
+            inner,
+            WeirStatement::Insert { .. }
+                | WeirStatement::Select(_)
+                | WeirStatement::StatementSet(_)
+        );
+        if !explainable {
+            return Err(Error::plan(WHAT));
+        }
+        if self.batch_mode() {
+            // What batch mode runs: DataFusion's physical plan of each query (planned as
+            // the statement would be, nothing run).
+            let Outcome::Batch(queries) = Box::pin(self.execute_statement(inner)).await? else {
+                return Err(Error::internal("a batch statement plans batch queries"));
+            };
+            let (mut logical, mut physical) = (Vec::new(), Vec::new());
+            for query in queries {
+                logical.push(query.logical.to_string());
+                physical.push(self.planner.explain_batch(query.logical).await?);
+            }
+            return Ok(Outcome::Explain(format!(
+                "== Optimized Logical Plan ==\n{}\n\n== Physical Plan ==\n{}",
+                logical.join("\n\n"),
+                physical.join("\n")
+            )));
+        }
+        let mut plans = Vec::new();
+        let statements = match inner {
+            WeirStatement::StatementSet(inserts) => inserts.iter().map(|l| &l.statement).collect(),
+            other => vec![other],
+        };
+        for statement in statements {
+            plans.push(match statement {
+                WeirStatement::Insert {
+                    table,
+                    columns,
+                    query,
+                    partition,
+                    ..
+                } => {
+                    self.planner
+                        .plan_insert(table, columns, partition, query)
+                        .await?
+                }
+                WeirStatement::Select(query) => self.planner.plan_select(query).await?,
+                _ => return Err(Error::plan(WHAT)),
+            });
+        }
+        let graph = self.build_job(&plans).await?;
+        let logical: Vec<String> = plans.iter().map(|p| p.logical_plan.to_string()).collect();
+        Ok(Outcome::Explain(format!(
+            "== Optimized Logical Plan ==\n{}\n\n== Job Graph ==\n{}",
+            logical.join("\n\n"),
+            graph.chained().explain()
+        )))
     }
 
     /// Registers Arrow data as a bounded table `name` (all batches share `schema`).

@@ -18,13 +18,13 @@
 //! ```
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, Result};
+use datafusion::common::{Column, Result, ScalarValue};
 use datafusion::functions::core::expr_fn::named_struct;
 use datafusion::functions_aggregate::expr_fn::{max, min};
 use datafusion::functions_window::expr_fn::lag;
 use datafusion::logical_expr::{
-    Aggregate, Expr, ExprFunctionExt, ExprSchemable, LogicalPlan, LogicalPlanBuilder, cast, col,
-    lit, when,
+    Aggregate, Expr, ExprFunctionExt, ExprSchemable, LogicalPlan, LogicalPlanBuilder, WindowFrame,
+    WindowFrameBound, WindowFrameUnits, cast, col, lit, when,
 };
 
 const PREVIOUS: &str = "__weir_session_previous";
@@ -101,8 +101,14 @@ fn merge_sessions(agg: Aggregate, position: usize) -> Result<LogicalPlan> {
     let numbered = Expr::from(running_sum)
         .partition_by(keys.clone())
         .order_by(in_order())
-        // A running sum (the frame is the whole partition unless said).
-        .window_frame(datafusion::logical_expr::WindowFrame::new(Some(false)))
+        // A running sum over rows (not a RANGE frame: DataFusion searches a RANGE frame's
+        // peers row by row). Rows of one time share a number either way: only the first
+        // of them can start a session.
+        .window_frame(WindowFrame::new_bounds(
+            WindowFrameUnits::Rows,
+            WindowFrameBound::Preceding(ScalarValue::UInt64(None)),
+            WindowFrameBound::CurrentRow,
+        ))
         .build()?
         .alias(NUMBER);
     let mut group = keys.clone();

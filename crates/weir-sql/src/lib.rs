@@ -6,6 +6,7 @@
 //! plain data (table definitions, DataFusion physical expressions, node kinds).
 
 pub mod batch_sessions;
+pub mod batch_statistics;
 pub mod catalog;
 pub mod catalog_ddl;
 pub mod current_watermark;

@@ -234,7 +234,15 @@ impl Planner {
         // Flink: an exact numeric literal (`0.1`, `1.255`) is a DECIMAL, not a DOUBLE
         // (`0.1 + 0.2 = 0.3` holds; `CAST(1.255 AS DECIMAL(4, 2))` is 1.26).
         config.options_mut().sql_parser.parse_float_as_decimal = true;
-        let ctx = SessionContext::new_with_config(config);
+        // Batch joins build on the input estimated smaller, with Flink's estimates
+        // (`batch_statistics`).
+        config.options_mut().optimizer.use_statistics_registry = true;
+        let state = datafusion::execution::session_state::SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_statistics_registry(crate::batch_statistics::registry())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
         for name in [crate::group_windows::TUMBLE, crate::group_windows::SESSION] {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
@@ -360,6 +368,19 @@ impl Planner {
     ) -> Result<datafusion::physical_plan::SendableRecordBatchStream> {
         let frame = self.batch_frame(plan).await?;
         frame.execute_stream().await.map_err(Error::DataFusion)
+    }
+
+    /// DataFusion's physical plan of `plan` in batch mode (EXPLAIN), indented.
+    pub async fn explain_batch(&self, plan: LogicalPlan) -> Result<String> {
+        let physical = self
+            .batch_frame(plan)
+            .await?
+            .create_physical_plan()
+            .await
+            .map_err(plan_error)?;
+        Ok(datafusion::physical_plan::displayable(physical.as_ref())
+            .indent(false)
+            .to_string())
     }
 
     /// `plan` checked for batch mode and handed to DataFusion.

@@ -559,8 +559,7 @@ fn unsupported_flink_syntax_is_named() {
     );
 }
 
-/// A scalar subquery used as a value is planned in batch mode only; streaming mode says
-/// so (it used to surface DataFusion's "Physical plan does not support logical expression").
+/// Misused UNNEST is named with what to write instead.
 #[test]
 fn misused_unnest_is_named() {
     let table = "CREATE TABLE t (id INT, s STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n";
@@ -584,6 +583,22 @@ fn misused_unnest_is_named() {
     ] {
         fails_with(&format!("{table}{query}"), needles);
     }
+}
+
+/// A legacy group window cannot be a grouping set's expression: the error says to use a
+/// window TVF.
+#[test]
+fn group_windows_in_grouping_sets_are_refused() {
+    fails_with(
+        "CREATE TABLE t (k INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) \
+         WITH ('connector' = 'datagen', 'number-of-rows' = '5');\n\
+         SELECT k, COUNT(*) FROM t GROUP BY GROUPING SETS ((k, TUMBLE(ts, INTERVAL '1' SECOND)), ());",
+        &[
+            "line 2, column 1",
+            "cannot be combined with grouping sets",
+            "GROUP BY window_start, window_end, GROUPING SETS",
+        ],
+    );
 }
 
 #[test]

@@ -210,3 +210,8 @@ fn golden_inner_joins_over_updating_inputs() {
 fn golden_anti_join() {
     golden("anti_join");
 }
+
+#[test]
+fn golden_grouping_sets_rollup_and_cube() {
+    golden("grouping_sets");
+}

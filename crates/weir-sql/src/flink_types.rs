@@ -442,7 +442,12 @@ fn aggregate(agg: Aggregate) -> Result<Transformed<LogicalPlan>> {
             Expr::AggregateFunction(f) => Some(f),
             _ => None,
         };
-        if let Some(AggregateFunction { func, params }) = f
+        if let Some(AggregateFunction { func, .. }) = &f
+            && func.name() == "grouping"
+        {
+            // Flink's GROUPING and GROUPING_ID are BIGINT (DataFusion's INT).
+            target = Some(DataType::Int64);
+        } else if let Some(AggregateFunction { func, params }) = f
             && params.args.len() == 1
         {
             let arg_type = params.args[0].get_type(&input)?;
@@ -468,6 +473,9 @@ fn aggregate(agg: Aggregate) -> Result<Transformed<LogicalPlan>> {
     let exprs = original
         .iter()
         .enumerate()
+        // DataFusion resolves GROUPING() from the aggregate's `__grouping_id` and leaves
+        // that column out above the aggregate.
+        .filter(|(_, (_, field))| field.name() != Aggregate::INTERNAL_GROUPING_ID)
         .map(|(i, (qualifier, field))| {
             let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
             match i.checked_sub(first).and_then(|j| casts[j].clone()) {

@@ -149,6 +149,8 @@ pub fn rewrite<V: VisitMut>(node: &mut V) {
                     }
                 }
                 "CHAR_LENGTH" => f.name = ObjectName::from(vec![Ident::new("character_length")]),
+                // Flink's GROUPING_ID(a, b, …) is DataFusion's GROUPING of several columns.
+                "GROUPING_ID" => f.name = ObjectName::from(vec![Ident::new("grouping")]),
                 // Functions rewritten to DataFusion text (`crate::flink_functions`).
                 _ => {
                     let Some(args) = plain_args(&f.args) else {

@@ -34,5 +34,5 @@ pub mod window_lists;
 
 pub use catalog::{CatalogManager, ObjectPath, TableDef, ViewDef};
 pub use parser::{Located, WeirStatement, parse_script};
-pub use plan::{AggregateSpec, CalcStep, JoinKind, PlanNode, StreamPlan, UnnestStep};
+pub use plan::{AggregateSpec, CalcStep, ExpandStep, JoinKind, PlanNode, StreamPlan, UnnestStep};
 pub use planner::{BatchScan, Planner, computed_physical};

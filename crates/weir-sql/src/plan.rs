@@ -22,6 +22,39 @@ pub enum CalcStep {
     /// columns) becomes a row (a column), the other columns repeated, as DataFusion's
     /// `UnnestExec` does (`SELECT …, UNNEST(list)`, the window TVFs HOP and CUMULATE).
     Unnest(UnnestStep),
+    /// Repeat rows: each input row becomes one row per projection, as Flink's Expand does
+    /// for `GROUPING SETS`, `ROLLUP` and `CUBE` (one row per grouping set, the keys the
+    /// set leaves out NULL).
+    Expand(ExpandStep),
+}
+
+/// A [`CalcStep::Expand`]: its projections, one after another.
+#[derive(Debug, Clone)]
+pub struct ExpandStep {
+    /// `schema.fields().len()` expressions per projection.
+    pub exprs: Vec<PhysicalExprRef>,
+    pub schema: SchemaRef,
+}
+
+impl ExpandStep {
+    /// The projections, each one expression per output column.
+    pub fn projections(&self) -> impl Iterator<Item = &[PhysicalExprRef]> {
+        self.exprs.chunks(self.schema.fields().len().max(1))
+    }
+
+    /// The input column that output column `col` copies in every projection, if any.
+    pub fn source(&self, col: usize) -> Option<usize> {
+        use datafusion::physical_expr::expressions::Column;
+        let mut found = None;
+        for p in self.projections() {
+            let c = p[col].downcast_ref::<Column>()?.index();
+            if found.is_some_and(|f| f != c) {
+                return None;
+            }
+            found = Some(c);
+        }
+        found
+    }
 }
 
 /// A [`CalcStep::Unnest`]: the parameters of DataFusion's `UnnestExec`.
@@ -52,6 +85,7 @@ impl CalcStep {
             CalcStep::Filter(e) => std::slice::from_ref(e),
             CalcStep::Project { exprs, .. } => exprs.as_slice(),
             CalcStep::Unnest(_) => &[],
+            CalcStep::Expand(e) => &e.exprs,
         }
     }
 }
@@ -273,6 +307,7 @@ pub(crate) fn passed_through(steps: &[CalcStep], col: usize) -> Option<usize> {
             CalcStep::Project { exprs, .. } => col = exprs[col].downcast_ref::<Column>()?.index(),
             CalcStep::Unnest(u) if u.unnests(col) => return None,
             CalcStep::Unnest(u) => col = u.dependencies[col],
+            CalcStep::Expand(e) => col = e.source(col)?,
             CalcStep::Filter(_) => {}
         }
     }
@@ -362,6 +397,16 @@ impl fmt::Display for CalcStep {
                     .collect();
                 write!(f, "unnest {}", columns.join(", "))
             }
+            CalcStep::Expand(e) => {
+                let sets: Vec<String> = e
+                    .projections()
+                    .map(|p| {
+                        let items: Vec<String> = p.iter().map(|e| e.to_string()).collect();
+                        format!("({})", items.join(", "))
+                    })
+                    .collect();
+                write!(f, "expand {}", sets.join(", "))
+            }
         }
     }
 }
@@ -388,6 +433,11 @@ pub fn is_window_end(nodes: &[PlanNode], n: usize, col: usize) -> bool {
                         u.schema.field(col),
                         (!u.unnests(col)).then(|| u.dependencies[col]),
                     ),
+                    // A bound some grouping set leaves NULL is no window.
+                    CalcStep::Expand(e) => match e.source(col) {
+                        Some(c) => (e.schema.field(col), Some(c)),
+                        None => return false,
+                    },
                     CalcStep::Filter(_) => continue,
                 };
                 named |= f.name() == "window_end";
@@ -463,6 +513,11 @@ fn proctime_before(nodes: &[PlanNode], n: usize, steps: Option<usize>, col: usiz
                     CalcStep::Unnest(u) => {
                         return proctime_before(nodes, n, Some(i), u.dependencies[col]);
                     }
+                    // A column some grouping set leaves NULL is no time attribute.
+                    CalcStep::Expand(e) => match e.source(col) {
+                        Some(c) => return proctime_before(nodes, n, Some(i), c),
+                        None => return false,
+                    },
                     CalcStep::Filter(_) => {}
                 }
             }

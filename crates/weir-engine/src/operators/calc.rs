@@ -2,7 +2,9 @@
 //! Over a changelog, rows keep their kinds.
 
 use arrow::array::{AsArray, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
+use datafusion::physical_expr::PhysicalExprRef;
 use std::sync::Arc;
 use weir_common::{Error, Result, changelog};
 use weir_runtime::{Operator, OperatorFactory, Output, TaskInfo};
@@ -47,6 +49,10 @@ impl CalcOperator {
                         schema: schema.clone(),
                     },
                     CalcStep::Unnest(u) => CalcStep::Unnest(u.clone()),
+                    CalcStep::Expand(e) => CalcStep::Expand(weir_sql::ExpandStep {
+                        exprs: e.exprs.iter().map(bind).collect::<Result<_, _>>()?,
+                        schema: e.schema.clone(),
+                    }),
                 })
             })
             .collect::<Result<Vec<_>, datafusion::error::DataFusionError>>()?;
@@ -80,34 +86,17 @@ impl CalcOperator {
                         return Ok(None);
                     }
                 }
-                CalcStep::Project { exprs, schema } => {
-                    let rows = batch.num_rows();
-                    let mut columns = exprs
-                        .iter()
-                        .zip(schema.fields())
-                        .map(|(e, field)| {
-                            e.evaluate(&batch)
-                                .and_then(|v| v.into_array(rows))
-                                .map_err(|err| {
-                                    Error::Input(format!(
-                                        "cannot compute column '{}' = {}: {}",
-                                        field.name(),
-                                        readable(e),
-                                        root_cause(err)
-                                    ))
-                                })
-                        })
+                CalcStep::Project { exprs, schema } => batch = project(exprs, schema, &batch)?,
+                CalcStep::Expand(e) => {
+                    let copies = e
+                        .projections()
+                        .map(|p| project(p, &e.schema, &batch))
                         .collect::<Result<Vec<_>>>()?;
-                    let options = RecordBatchOptions::new().with_row_count(Some(rows));
-                    // A changelog keeps its row kinds (the last column) through projections;
-                    // filters keep them already.
-                    let schema = if changelog::is_changelog(&batch) {
-                        columns.push(batch.column(batch.num_columns() - 1).clone());
-                        changelog::with_op_field(schema)
-                    } else {
-                        schema.clone()
+                    let schema = match copies.first() {
+                        Some(first) => first.schema(),
+                        None => return Ok(None),
                     };
-                    batch = RecordBatch::try_new_with_options(schema, columns, &options)?;
+                    batch = arrow::compute::concat_batches(&schema, &copies)?;
                 }
                 CalcStep::Unnest(u) => {
                     batch = unnest(u, batch)?;
@@ -119,6 +108,42 @@ impl CalcOperator {
         }
         Ok(Some(batch))
     }
+}
+
+/// The columns `exprs` (named by `schema`) of `batch`. A changelog keeps its row kinds
+/// (the last column) through projections; filters keep them already.
+fn project(
+    exprs: &[PhysicalExprRef],
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let mut columns = exprs
+        .iter()
+        .zip(schema.fields())
+        .map(|(e, field)| {
+            e.evaluate(batch)
+                .and_then(|v| v.into_array(rows))
+                .map_err(|err| {
+                    Error::Input(format!(
+                        "cannot compute column '{}' = {}: {}",
+                        field.name(),
+                        readable(e),
+                        root_cause(err)
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    let schema = if changelog::is_changelog(batch) {
+        columns.push(batch.column(batch.num_columns() - 1).clone());
+        changelog::with_op_field(schema)
+    } else {
+        schema.clone()
+    };
+    Ok(RecordBatch::try_new_with_options(
+        schema, columns, &options,
+    )?)
 }
 
 /// Runs DataFusion's `UnnestExec` over one batch. A changelog's row kinds (its last

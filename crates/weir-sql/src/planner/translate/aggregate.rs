@@ -2,6 +2,8 @@
 //! aggregates, session windows.
 
 use super::*;
+use datafusion::common::ScalarValue;
+use std::collections::HashMap;
 
 impl Planner {
     /// A group, window or session aggregate.
@@ -18,13 +20,17 @@ impl Planner {
         let mut computed: Vec<(PhysicalExprRef, Field)> = Vec::new();
         // Legacy group windows: (position among the keys, session gap in ms).
         let (mut session, mut tumble) = (None, None);
+        // GROUPING SETS, ROLLUP and CUBE: the input expanded, one copy per grouping set.
+        let mut expanded = None;
         for g in &agg.group_expr {
             match g {
                 Expr::Column(c) => keys.push(in_schema.index_of_column(c)?),
-                Expr::GroupingSet(_) => {
-                    return Err(Error::plan(format!(
-                        "GROUP BY {g}: grouping sets are not supported in streaming mode yet"
-                    )));
+                Expr::GroupingSet(set) => {
+                    let step = self.expand_grouping_sets(set, agg)?;
+                    let width = in_schema.fields().len();
+                    keys.extend(width..step.schema.fields().len());
+                    expanded = Some(step.schema.clone());
+                    steps.push(CalcStep::Expand(step));
                 }
                 other => {
                     if let Expr::ScalarFunction(f) = other {
@@ -52,8 +58,9 @@ impl Planner {
                 }
             }
         }
-        let mut input_fields: Vec<Field> = in_schema
-            .fields()
+        let mut input_fields: Vec<Field> = expanded
+            .as_ref()
+            .map_or(in_schema.fields(), |s| s.fields())
             .iter()
             .map(|f| f.as_ref().clone())
             .collect();
@@ -157,5 +164,97 @@ impl Planner {
             schema: Arc::new(agg.schema.as_arrow().clone()),
         });
         Ok((nodes.len() - 1, Vec::new()))
+    }
+
+    /// The Expand step of `GROUP BY` grouping sets (Flink's plan): each input row once per
+    /// grouping set, with the grouping expressions appended (NULL where the set leaves
+    /// one out) and DataFusion's `__grouping_id` (a bit per expression left out, and an
+    /// ordinal telling repeated sets apart), which `GROUPING()` reads. The copies are then
+    /// grouped by all of those.
+    fn expand_grouping_sets(
+        &self,
+        set: &datafusion::logical_expr::GroupingSet,
+        agg: &datafusion::logical_expr::Aggregate,
+    ) -> Result<crate::plan::ExpandStep> {
+        use datafusion::logical_expr::GroupingSet;
+        let in_schema = agg.input.schema();
+        let distinct: Vec<Expr> = set.distinct_expr().into_iter().cloned().collect();
+        let group_window = |e: &Expr| {
+            matches!(e, Expr::ScalarFunction(f)
+                if [crate::group_windows::TUMBLE, crate::group_windows::SESSION]
+                    .contains(&f.func.name()))
+        };
+        if distinct.iter().any(group_window) {
+            return Err(Error::plan(
+                "a group window (GROUP BY TUMBLE(…)/SESSION(…)) cannot be combined with \
+                 grouping sets; use a window TVF: GROUP BY window_start, window_end, \
+                 GROUPING SETS (…)",
+            ));
+        }
+        let sets: Vec<Vec<Expr>> = match set {
+            GroupingSet::GroupingSets(sets) => sets.clone(),
+            GroupingSet::Rollup(exprs) => (0..=exprs.len())
+                .rev()
+                .map(|n| exprs[..n].to_vec())
+                .collect(),
+            GroupingSet::Cube(exprs) => datafusion::logical_expr::utils::powerset(exprs)
+                .map_err(plan_error)?
+                .into_iter()
+                .map(|s| s.into_iter().cloned().collect())
+                .collect(),
+        };
+        // Which expressions each set leaves out, and repeated sets' ordinals.
+        let masks: Vec<Vec<bool>> = sets
+            .iter()
+            .map(|s| distinct.iter().map(|e| !s.contains(e)).collect())
+            .collect();
+        let mut seen: HashMap<&[bool], u64> = HashMap::new();
+        let width = in_schema.fields().len();
+        // The aggregate's output starts with its keys and `__grouping_id`.
+        let key_fields: Vec<Field> = agg.schema.fields()[..=distinct.len()]
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let id_type = key_fields[distinct.len()].data_type().clone();
+        let keys: Vec<PhysicalExprRef> = distinct
+            .iter()
+            .map(|e| self.physical(e, in_schema))
+            .collect::<Result<_>>()?;
+        let mut exprs = Vec::new();
+        for mask in &masks {
+            let ordinal = seen.entry(mask).or_default();
+            exprs.extend(
+                (0..width).map(|i| {
+                    Arc::new(Column::new(in_schema.field(i).name(), i)) as PhysicalExprRef
+                }),
+            );
+            for ((key, left_out), field) in keys.iter().zip(mask).zip(&key_fields) {
+                exprs.push(match left_out {
+                    true => Arc::new(datafusion::physical_expr::expressions::Literal::new(
+                        ScalarValue::try_from(field.data_type())?,
+                    )) as PhysicalExprRef,
+                    false => key.clone(),
+                });
+            }
+            let bits = mask
+                .iter()
+                .fold(0u64, |acc, &out| (acc << 1) | u64::from(out));
+            let id =
+                ScalarValue::UInt64(Some(bits | (*ordinal << distinct.len()))).cast_to(&id_type)?;
+            exprs.push(Arc::new(
+                datafusion::physical_expr::expressions::Literal::new(id),
+            ));
+            *ordinal += 1;
+        }
+        let mut fields: Vec<Field> = in_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.extend(key_fields);
+        Ok(crate::plan::ExpandStep {
+            exprs,
+            schema: Arc::new(Schema::new(fields)),
+        })
     }
 }

@@ -184,6 +184,8 @@ pub struct Planner {
     /// Batch mode's memory pool size and spill directory, as DataFusion's runtime has
     /// them (`None` before [`Planner::set_batch_memory`]).
     memory: Option<(u64, Option<String>)>,
+    /// Where batch queries spill, removed with the planner ([`crate::spill_dir`]).
+    spill: Option<crate::spill_dir::SpillDir>,
 }
 
 impl Default for Planner {
@@ -270,12 +272,14 @@ impl Planner {
             batch: None,
             zone: crate::local_time_zone::resolve("default").unwrap_or_else(|_| "UTC".into()),
             memory: None,
+            spill: None,
         }
     }
 
     /// Sets batch mode's memory budget (`taskmanager.memory.managed.size`): DataFusion's
     /// operators share a fair spilling pool of `limit` bytes (sorts, aggregates and
-    /// joins' probe sides spill to `tmp_dir` or the system's temporary directory).
+    /// joins' probe sides spill into a folder of this planner's under `tmp_dir` or the
+    /// system's temporary directory).
     pub fn set_batch_memory(&mut self, limit: u64, tmp_dir: Option<String>) -> Result<()> {
         use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
         use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -289,16 +293,23 @@ impl Planner {
             FairSpillPool::new(limit as usize),
             std::num::NonZeroUsize::new(3).expect("3"),
         );
-        let mut runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
-            .with_memory_pool(Arc::new(pool));
-        if let Some(dir) = &tmp_dir {
-            runtime = runtime.with_temp_file_path(dir);
-        }
+        let spill = crate::spill_dir::SpillDir::create(tmp_dir.as_deref()).map_err(|e| {
+            Error::config(format!(
+                "cannot create a spill folder under 'io.tmp.dirs' ({}): {e}",
+                tmp_dir
+                    .as_deref()
+                    .unwrap_or("the system's temporary folder")
+            ))
+        })?;
+        let runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
+            .with_memory_pool(Arc::new(pool))
+            .with_temp_file_path(spill.path());
         let state = SessionStateBuilder::new_from_existing(state)
             .with_runtime_env(runtime.build_arc()?)
             .build();
         self.ctx = SessionContext::new_with_state(state);
         self.memory = wanted;
+        self.spill = Some(spill);
         Ok(())
     }
 

@@ -215,3 +215,8 @@ fn golden_anti_join() {
 fn golden_grouping_sets_rollup_and_cube() {
     golden("grouping_sets");
 }
+
+#[test]
+fn golden_temporal_sort_and_order_by_limit() {
+    golden("order_by");
+}

@@ -4,8 +4,8 @@
 
 use crate::operators::{
     CalcOperatorFactory, ChangelogNormalizeFactory, FinalTopNFactory, GroupAggregateFactory,
-    JoinOperatorFactory, LimitFactory, SessionAggregateFactory, TopNFactory, UnionOperatorFactory,
-    WatermarkAssignerFactory, WindowAggregateFactory,
+    JoinOperatorFactory, LimitFactory, SessionAggregateFactory, TemporalSortFactory, TopNFactory,
+    UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -334,6 +334,27 @@ pub async fn compile_into(
                 };
                 let v = graph.add_vertex(Vertex {
                     uid: uid("limit"),
+                    name: factory.name(),
+                    parallelism: 1,
+                    source: None,
+                    operators: vec![Arc::new(factory)],
+                });
+                let from = vertex_of[*input];
+                let p = edge(graph, from, 1);
+                graph.connect(from, v, p, 0);
+                v
+            }
+            PlanNode::TemporalSort {
+                input,
+                order,
+                schema,
+            } => {
+                let factory = TemporalSortFactory {
+                    order: order.clone(),
+                    schema: schema.clone(),
+                };
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("temporal-sort"),
                     name: factory.name(),
                     parallelism: 1,
                     source: None,

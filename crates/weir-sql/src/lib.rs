@@ -27,6 +27,7 @@ pub mod parser;
 pub mod plan;
 pub mod planner;
 pub mod source_scan;
+pub mod spill_dir;
 pub mod types;
 pub mod unnest;
 mod window_forms;

@@ -222,6 +222,15 @@ pub enum PlanNode {
     },
     /// Literal rows (`VALUES (…), (…)`), read by a bounded source.
     Values { batch: arrow::array::RecordBatch },
+    /// `ORDER BY` a rowtime ascending (then other columns): rows are kept until the
+    /// watermark passes them and then emitted in order (Flink's temporal sort; late rows
+    /// are dropped). Runs as one subtask.
+    TemporalSort {
+        input: usize,
+        /// Sort columns of the input with their direction; the first is the rowtime.
+        order: Vec<(usize, arrow::compute::SortOptions)>,
+        schema: SchemaRef,
+    },
     /// Union of inputs with the same schema.
     Union {
         inputs: Vec<usize>,
@@ -277,6 +286,7 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
             | PlanNode::SessionAggregate { schema, .. }
             | PlanNode::GroupAggregate { schema, .. }
             | PlanNode::TopN { schema, .. }
+            | PlanNode::TemporalSort { schema, .. }
             | PlanNode::Join { schema, .. }
             | PlanNode::Union { schema, .. }
             | PlanNode::Collect { schema, .. } => schema.clone(),
@@ -326,6 +336,10 @@ pub fn is_rowtime(nodes: &[PlanNode], n: usize, col: usize) -> bool {
             passed_through(steps, col).is_some_and(|c| is_rowtime(nodes, *input, c))
         }
         PlanNode::Union { inputs, .. } => inputs.iter().all(|i| is_rowtime(nodes, *i, col)),
+        // Sorted rows keep their time attribute (the watermark stays behind them).
+        PlanNode::TemporalSort { input, .. } | PlanNode::Limit { input, .. } => {
+            is_rowtime(nodes, *input, col)
+        }
         _ => false,
     }
 }
@@ -363,6 +377,7 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             PlanNode::TopN { .. } => Some("TopN"),
             PlanNode::Calc { input, .. }
             | PlanNode::Limit { input, .. }
+            | PlanNode::TemporalSort { input, .. }
             | PlanNode::Sink { input, .. }
             | PlanNode::Collect { input, .. } => updates_in(nodes, *input),
             PlanNode::Union { inputs, .. } => inputs.iter().find_map(|i| updates_in(nodes, *i)),

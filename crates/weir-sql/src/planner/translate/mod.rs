@@ -7,6 +7,7 @@ mod aggregate;
 mod calc;
 mod join;
 mod scan;
+mod sort;
 mod subquery;
 mod top_n;
 
@@ -86,6 +87,10 @@ impl Planner {
             LogicalPlan::Aggregate(agg) => self.translate_aggregate(agg, nodes),
             LogicalPlan::EmptyRelation(empty) => self.translate_empty(empty, nodes),
             LogicalPlan::Values(values) => self.translate_values(values, nodes),
+            LogicalPlan::Limit(limit) if matches!(limit.input.as_ref(), LogicalPlan::Sort(_)) => {
+                self.translate_sort_limit(limit, nodes)
+            }
+            LogicalPlan::Sort(sort) => self.translate_sort(sort, 0, sort.fetch, nodes),
             LogicalPlan::Limit(limit) => self.translate_limit(limit, nodes),
             LogicalPlan::Union(u) => self.translate_union(u, nodes),
             LogicalPlan::Unnest(u) => self.translate_unnest(u, nodes),

@@ -60,9 +60,13 @@ struct FieldGen {
 }
 
 /// Factory of the datagen source.
+#[derive(Clone)]
 pub struct DatagenSourceFactory {
     schema: SchemaRef,
     fields: Vec<FieldGen>,
+    /// Per column, whether anything reads it (a batch scan's projection); unread nullable
+    /// columns are left NULL instead of generated.
+    used: Option<Vec<bool>>,
     rows_per_second: f64,
     total_rows: Option<u64>,
     seed: u64,
@@ -162,6 +166,7 @@ impl DatagenSourceFactory {
             rows_per_second,
             total_rows,
             seed: options.get_u64("seed")?.unwrap_or(0),
+            used: None,
         })
     }
 }
@@ -208,11 +213,17 @@ impl SourceFactory for DatagenSourceFactory {
     fn estimated_rows(&self) -> Option<u64> {
         self.total_rows
     }
+    fn projected(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
+        let mut projected = self.clone();
+        projected.used = Some((0..self.fields.len()).map(|c| used.contains(&c)).collect());
+        Some(Arc::new(projected))
+    }
     fn create(&self, task: &TaskInfo, restored: Option<OperatorState>) -> Result<Box<dyn Source>> {
         let splits = Split::load(task, restored)?;
         Ok(Box::new(DatagenSource {
             schema: self.schema.clone(),
             fields: self.fields.clone(),
+            used: self.used.clone(),
             rate: self.rows_per_second * Split::share(&splits),
             interval_ms: (1000.0 / self.rows_per_second).max(0.0),
             total_rows: self.total_rows,
@@ -228,6 +239,7 @@ impl SourceFactory for DatagenSourceFactory {
 struct DatagenSource {
     schema: SchemaRef,
     fields: Vec<FieldGen>,
+    used: Option<Vec<bool>>,
     rate: f64,
     interval_ms: f64,
     total_rows: Option<u64>,
@@ -243,6 +255,14 @@ impl DatagenSource {
         let rows_idx: Vec<u64> = (0..rows).map(|i| s.global(i)).collect();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.fields.len());
         for (c, (field, gen_)) in self.schema.fields().iter().zip(&self.fields).enumerate() {
+            let unread = self.used.as_ref().is_some_and(|u| !u[c]);
+            if unread && field.is_nullable() {
+                columns.push(arrow::array::new_null_array(
+                    field.data_type(),
+                    rows as usize,
+                ));
+                continue;
+            }
             let key = mix(self.seed ^ mix(c as u64 + 1));
             let h = |g: u64| mix(key ^ g);
             let null = |g: u64| {

@@ -68,6 +68,7 @@ impl BatchScan for ConnectorBatchScan {
         &self,
         table: Arc<TableDef>,
         restrictions: &[Restriction],
+        projection: Option<&[usize]>,
     ) -> Result<Arc<dyn TableReader>> {
         if weir_common::changelog::is_changelog_source(&table.options) {
             let why = match table.options.get("connector") {
@@ -97,6 +98,35 @@ impl BatchScan for ConnectorBatchScan {
                 factory = restricted;
             }
         }
+        // The computed columns the query reads, and the physical columns they and the
+        // query read: the source may leave the others NULL.
+        let mut computed = computed_physical(&table)?;
+        if let Some(projection) = projection {
+            let mut used = Vec::new();
+            match &mut computed {
+                Some(exprs) => {
+                    for (c, e) in exprs.iter_mut().enumerate() {
+                        if projection.contains(&c) {
+                            used.extend(
+                                datafusion::physical_expr::utils::collect_columns(e)
+                                    .iter()
+                                    .map(|col| col.index()),
+                            );
+                        } else {
+                            *e = Arc::new(datafusion::physical_expr::expressions::Literal::new(
+                                datafusion::common::ScalarValue::try_from(
+                                    table.schema.field(c).data_type(),
+                                )?,
+                            ));
+                        }
+                    }
+                }
+                None => used.extend_from_slice(projection),
+            }
+            if let Some(projected) = factory.projected(&used) {
+                factory = projected;
+            }
+        }
         if !factory.is_bounded() {
             return Err(Error::plan(format!(
                 "table '{}' is unbounded; batch mode reads bounded tables only (set 'number-of-rows' \
@@ -104,7 +134,11 @@ impl BatchScan for ConnectorBatchScan {
                 table.name
             )));
         }
-        Ok(Arc::new(ConnectorTable { table, factory }))
+        Ok(Arc::new(ConnectorTable {
+            table,
+            factory,
+            computed,
+        }))
     }
 }
 
@@ -112,6 +146,9 @@ impl BatchScan for ConnectorBatchScan {
 struct ConnectorTable {
     table: Arc<TableDef>,
     factory: Arc<dyn weir_runtime::SourceFactory>,
+    /// The table's columns over its physical ones, when it has computed columns (NULL
+    /// for those the query does not read).
+    computed: Option<Vec<datafusion::physical_expr::PhysicalExprRef>>,
 }
 
 impl std::fmt::Debug for ConnectorTable {
@@ -132,7 +169,7 @@ impl TableReader for ConnectorTable {
     ) -> Result<SendableRecordBatchStream> {
         let (table, factory) = (self.table.clone(), self.factory.clone());
         let schema = table.schema.clone();
-        let calc = computed_physical(&table)?.map(|exprs| {
+        let calc = self.computed.clone().map(|exprs| {
             CalcOperator::new(vec![CalcStep::Project {
                 exprs,
                 schema: table.schema.clone(),

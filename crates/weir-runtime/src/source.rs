@@ -72,6 +72,13 @@ pub trait SourceFactory: Send + Sync {
         let _ = (column, values);
         None
     }
+    /// A factory whose sources may leave the physical columns whose positions are not in
+    /// `used` NULL, because nothing reads them (a batch scan's projection: datagen then
+    /// generates only the columns asked for). `None`: this connector makes every column.
+    fn projected(&self, used: &[usize]) -> Option<Arc<dyn SourceFactory>> {
+        let _ = used;
+        None
+    }
     /// How many rows a bounded source reads in all, when the connector knows it without
     /// reading (batch mode's join planning puts the smaller input on the build side).
     fn estimated_rows(&self) -> Option<u64> {

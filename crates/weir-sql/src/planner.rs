@@ -84,7 +84,11 @@ impl TableProvider for StreamTableProvider {
             .filter_map(|f| crate::source_scan::Restriction::of(f, table))
             .collect();
         let reader = scanner
-            .open(table.clone(), &restrictions)
+            .open(
+                table.clone(),
+                &restrictions,
+                projection.map(|p| p.as_slice()),
+            )
             .await
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         let partitions = state.config().target_partitions();

@@ -27,11 +27,14 @@ use weir_common::Result;
 pub trait BatchScan: Send + Sync + std::fmt::Debug {
     /// The reader of `table`, once it is known that the table can be read in batch mode
     /// (bounded and insert-only); otherwise an error that says why. The source may leave
-    /// out rows outside `restrictions` (they are filtered again after the scan).
+    /// out rows outside `restrictions` (they are filtered again after the scan), and may
+    /// leave NULL the columns of the table's schema outside `projection` (all are read
+    /// when `None`).
     async fn open(
         &self,
         table: Arc<TableDef>,
         restrictions: &[Restriction],
+        projection: Option<&[usize]>,
     ) -> Result<Arc<dyn TableReader>>;
 }
 
@@ -102,7 +105,8 @@ impl Restriction {
 /// One bounded table, ready to be read in partitions.
 pub trait TableReader: Send + Sync + std::fmt::Debug {
     /// The rows of share `partition` of `partitions` of the table's splits, with its
-    /// computed columns (the table's full schema), read when the stream is polled.
+    /// computed columns (the table's full schema; columns outside the projection the
+    /// reader was opened with may be NULL), read when the stream is polled.
     fn scan_partition(
         &self,
         partition: usize,

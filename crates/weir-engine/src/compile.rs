@@ -347,10 +347,12 @@ pub async fn compile_into(
             PlanNode::TemporalSort {
                 input,
                 order,
+                processing_time,
                 schema,
             } => {
                 let factory = TemporalSortFactory {
                     order: order.clone(),
+                    processing_time: *processing_time,
                     schema: schema.clone(),
                 };
                 let v = graph.add_vertex(Vertex {

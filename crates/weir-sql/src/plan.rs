@@ -224,11 +224,13 @@ pub enum PlanNode {
     Values { batch: arrow::array::RecordBatch },
     /// `ORDER BY` a rowtime ascending (then other columns): rows are kept until the
     /// watermark passes them and then emitted in order (Flink's temporal sort; late rows
-    /// are dropped). Runs as one subtask.
+    /// are dropped). On `PROCTIME()`, rows leave as they arrive (each batch sorted by the
+    /// other columns). Runs as one subtask.
     TemporalSort {
         input: usize,
-        /// Sort columns of the input with their direction; the first is the rowtime.
+        /// Sort columns of the input with their direction; the first is the time.
         order: Vec<(usize, arrow::compute::SortOptions)>,
+        processing_time: bool,
         schema: SchemaRef,
     },
     /// Union of inputs with the same schema.

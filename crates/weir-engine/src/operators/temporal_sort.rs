@@ -2,7 +2,9 @@
 //! Rows wait until the watermark reaches their time, then leave sorted by the `ORDER BY`
 //! columns, so the output is append-only and in order. A row at or behind the watermark
 //! when it arrives is late and dropped, as Flink drops it. It runs as one subtask; the
-//! rows still waiting are its checkpointed state.
+//! rows still waiting are its checkpointed state. On `PROCTIME()` (Flink's processing-time
+//! sort) rows are in time order as they arrive: each batch leaves at once, sorted by the
+//! other columns.
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::SortOptions;
@@ -12,8 +14,9 @@ use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 
 struct TemporalSortOperator {
-    /// Sort columns; the first is the rowtime, ascending.
+    /// Sort columns; the first is the time, ascending.
     order: Vec<(usize, SortOptions)>,
+    processing_time: bool,
     schema: SchemaRef,
     /// Rows ahead of the watermark.
     waiting: Vec<RecordBatch>,
@@ -52,6 +55,20 @@ impl TemporalSortOperator {
         Ok((kept, other))
     }
 
+    /// `rows` sorted.
+    fn sorted(&self, rows: &RecordBatch) -> Result<RecordBatch> {
+        let columns: Vec<arrow::compute::SortColumn> = self
+            .order
+            .iter()
+            .map(|(c, options)| arrow::compute::SortColumn {
+                values: rows.column(*c).clone(),
+                options: Some(*options),
+            })
+            .collect();
+        let indices = arrow::compute::lexsort_to_indices(&columns, None)?;
+        Ok(arrow::compute::take_record_batch(rows, &indices)?)
+    }
+
     /// Emits the waiting rows at or before `upto`, sorted.
     fn release(&mut self, upto: i64, out: &mut Output) -> Result<()> {
         let mut due = Vec::new();
@@ -70,16 +87,7 @@ impl TemporalSortOperator {
             return Ok(());
         }
         let all = arrow::compute::concat_batches(&self.schema, &due)?;
-        let columns: Vec<arrow::compute::SortColumn> = self
-            .order
-            .iter()
-            .map(|(c, options)| arrow::compute::SortColumn {
-                values: all.column(*c).clone(),
-                options: Some(*options),
-            })
-            .collect();
-        let indices = arrow::compute::lexsort_to_indices(&columns, None)?;
-        out.emit(arrow::compute::take_record_batch(&all, &indices)?);
+        out.emit(self.sorted(&all)?);
         Ok(())
     }
 }
@@ -91,7 +99,16 @@ impl Operator for TemporalSortOperator {
         Ok(())
     }
 
-    async fn process_batch(&mut self, _: usize, batch: RecordBatch, _: &mut Output) -> Result<()> {
+    async fn process_batch(
+        &mut self,
+        _: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> Result<()> {
+        if self.processing_time {
+            out.emit(self.sorted(&batch)?);
+            return Ok(());
+        }
         let watermark = self.watermark;
         let (on_time, _late) = self.split(&batch, |t| t > watermark)?;
         if on_time.num_rows() > 0 {
@@ -129,8 +146,10 @@ impl Operator for TemporalSortOperator {
 
 /// Creates the temporal sort's one operator.
 pub struct TemporalSortFactory {
-    /// Sort columns with their direction; the first is the rowtime, ascending.
+    /// Sort columns with their direction; the first is the time, ascending.
     pub order: Vec<(usize, SortOptions)>,
+    /// The time is `PROCTIME()`: rows leave as they arrive.
+    pub processing_time: bool,
     /// The rows' schema (the input's).
     pub schema: SchemaRef,
 }
@@ -153,6 +172,7 @@ impl OperatorFactory for TemporalSortFactory {
     fn create(&self, _: &TaskInfo) -> Result<Box<dyn Operator>> {
         Ok(Box::new(TemporalSortOperator {
             order: self.order.clone(),
+            processing_time: self.processing_time,
             schema: self.schema.clone(),
             waiting: Vec::new(),
             watermark: i64::MIN,

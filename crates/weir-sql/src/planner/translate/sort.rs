@@ -1,7 +1,8 @@
-//! `ORDER BY`, as Flink's streaming planner runs it: ascending on a rowtime first, a
-//! temporal sort (rows buffered until the watermark passes them, then emitted in order:
-//! append-only), with `LIMIT` after it; otherwise only with `LIMIT n`, as an updating
-//! Top-N over the whole input.
+//! `ORDER BY`, as Flink's streaming planner runs it: ascending on a time attribute first,
+//! a temporal sort (on a rowtime, rows buffered until the watermark passes them, then
+//! emitted in order; on `PROCTIME()`, rows in arrival order: append-only either way), with
+//! `LIMIT` after it; otherwise only with `LIMIT n`, as an updating Top-N over the whole
+//! input.
 
 use super::*;
 
@@ -58,7 +59,9 @@ impl Planner {
         let schema = Arc::new(in_schema.as_arrow().clone());
         let on_rowtime = matches!(order.first(),
             Some((c, o)) if !o.descending && crate::plan::is_rowtime(nodes, input, *c));
-        if on_rowtime {
+        let on_proctime = matches!(order.first(),
+            Some((c, o)) if !o.descending && crate::plan::is_processing_time(nodes, input, *c));
+        if on_rowtime || on_proctime {
             if let Some(producer) = crate::plan::updates_in(nodes, input) {
                 return Err(Error::plan(format!(
                     "ORDER BY a rowtime over an updating input ({producer}) is not supported \
@@ -68,6 +71,7 @@ impl Planner {
             nodes.push(PlanNode::TemporalSort {
                 input,
                 order,
+                processing_time: on_proctime,
                 schema,
             });
             let sorted = nodes.len() - 1;

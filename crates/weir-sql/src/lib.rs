@@ -5,6 +5,7 @@
 //! Entry point: [`Planner`]. This crate does not depend on the runtime: its output is
 //! plain data (table definitions, DataFusion physical expressions, node kinds).
 
+pub mod batch_distinct;
 pub mod batch_sessions;
 pub mod batch_statistics;
 pub mod catalog;

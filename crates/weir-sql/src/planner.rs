@@ -402,6 +402,7 @@ impl Planner {
     async fn batch_frame(&self, plan: LogicalPlan) -> Result<datafusion::dataframe::DataFrame> {
         crate::current_watermark::check_batch(&plan)?;
         let plan = crate::batch_sessions::rewrite(plan).map_err(plan_error)?;
+        let plan = crate::batch_distinct::rewrite(plan).map_err(plan_error)?;
         self.ctx
             .execute_logical_plan(plan)
             .await

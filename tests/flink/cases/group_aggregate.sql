@@ -1,5 +1,5 @@
 -- modes: batch streaming
--- description: GROUP BY aggregates over a csv input, NULL group key, COUNT(DISTINCT), HAVING, a global aggregate (streaming: updating).
+-- description: GROUP BY aggregates over a csv input, NULL group key, COUNT(DISTINCT), several DISTINCT aggregates with FILTER (batch: expanded into grouping sets, as Flink plans them), HAVING, a global aggregate, a global aggregate of no rows (streaming: updating).
 CREATE TABLE orders (
   order_id INT,
   customer STRING,
@@ -37,3 +37,13 @@ HAVING COUNT(*) >= 3;
 
 SELECT COUNT(*) AS n, COUNT(DISTINCT customer) AS customers, SUM(qty) AS qty, MIN(ts) AS first_ts, MAX(ts) AS last_ts
 FROM o;
+
+SELECT customer, COUNT(*) AS n, COUNT(DISTINCT product) AS products,
+       COUNT(DISTINCT product) FILTER (WHERE qty > 1) AS bulk_products,
+       COUNT(DISTINCT qty) AS quantities, SUM(DISTINCT qty) AS distinct_qty_sum
+FROM orders
+GROUP BY customer;
+
+SELECT COUNT(DISTINCT customer) AS customers, COUNT(DISTINCT product) FILTER (WHERE amount > 5) AS pricey
+FROM orders
+WHERE qty > 100;

@@ -62,6 +62,20 @@ pub async fn compile_into(
             Partitioning::Rebalance
         }
     };
+    // A vertex of one subtask running `factory` over the rows of vertex `from` (in their
+    // order: a forward edge from one subtask).
+    let single = |graph: &mut JobGraph, uid: String, factory: Arc<dyn OperatorFactory>, from| {
+        let v = graph.add_vertex(Vertex {
+            uid,
+            name: factory.name(),
+            parallelism: 1,
+            source: None,
+            operators: vec![factory],
+        });
+        let p = edge(graph, from, 1);
+        graph.connect(from, v, p, 0);
+        v
+    };
     for (i, node) in plan.nodes.iter().enumerate() {
         let uid = |kind: &str| format!("s{statement}-n{i}-{kind}");
         let v = match node {
@@ -332,17 +346,7 @@ pub async fn compile_into(
                     skip: *skip,
                     fetch: *fetch,
                 };
-                let v = graph.add_vertex(Vertex {
-                    uid: uid("limit"),
-                    name: factory.name(),
-                    parallelism: 1,
-                    source: None,
-                    operators: vec![Arc::new(factory)],
-                });
-                let from = vertex_of[*input];
-                let p = edge(graph, from, 1);
-                graph.connect(from, v, p, 0);
-                v
+                single(graph, uid("limit"), Arc::new(factory), vertex_of[*input])
             }
             PlanNode::TemporalSort {
                 input,
@@ -355,17 +359,12 @@ pub async fn compile_into(
                     processing_time: *processing_time,
                     schema: schema.clone(),
                 };
-                let v = graph.add_vertex(Vertex {
-                    uid: uid("temporal-sort"),
-                    name: factory.name(),
-                    parallelism: 1,
-                    source: None,
-                    operators: vec![Arc::new(factory)],
-                });
-                let from = vertex_of[*input];
-                let p = edge(graph, from, 1);
-                graph.connect(from, v, p, 0);
-                v
+                single(
+                    graph,
+                    uid("temporal-sort"),
+                    Arc::new(factory),
+                    vertex_of[*input],
+                )
             }
             PlanNode::Union { inputs, schema } => {
                 let v = graph.add_vertex(Vertex {

@@ -184,16 +184,7 @@ fn expand(agg: Aggregate) -> Result<LogicalPlan> {
     let out = merged.schema().clone();
     let original = agg.schema.clone();
     let exprs: Vec<Expr> = (0..original.fields().len())
-        .map(|i| {
-            let (qualifier, field) = original.qualified_field(i);
-            let (q, f) = out.qualified_field(i);
-            let value = Expr::Column(Column::new(q.cloned(), f.name()));
-            if q == qualifier && f.name() == field.name() {
-                value
-            } else {
-                value.alias_qualified(qualifier.cloned(), field.name())
-            }
-        })
+        .map(|i| crate::batch_sessions::column_as(&out, i, &original, i))
         .collect();
     LogicalPlanBuilder::from(merged).project(exprs)?.build()
 }

@@ -146,14 +146,26 @@ fn merge_sessions(agg: Aggregate, position: usize) -> Result<LogicalPlan> {
                 i if i < agg.group_expr.len() => i - 1,
                 i => i - agg.group_expr.len() + keys_out + 1,
             };
-            let (q, f) = out.qualified_field(j);
-            let value = Expr::Column(Column::new(q.cloned(), f.name()));
-            if q == qualifier && f.name() == field.name() {
-                value
-            } else {
-                value.alias_qualified(qualifier.cloned(), field.name())
-            }
+            column_as(&out, j, &original, i)
         })
         .collect();
     LogicalPlanBuilder::from(merged).project(exprs)?.build()
+}
+
+/// Column `j` of `out` under the name of column `i` of `original` (a rewritten aggregate
+/// keeps the names the plan above it reads).
+pub(crate) fn column_as(
+    out: &datafusion::common::DFSchema,
+    j: usize,
+    original: &datafusion::common::DFSchema,
+    i: usize,
+) -> Expr {
+    let (qualifier, field) = original.qualified_field(i);
+    let (q, f) = out.qualified_field(j);
+    let value = Expr::Column(Column::new(q.cloned(), f.name()));
+    if q == qualifier && f.name() == field.name() {
+        value
+    } else {
+        value.alias_qualified(qualifier.cloned(), field.name())
+    }
 }

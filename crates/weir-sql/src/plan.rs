@@ -181,7 +181,11 @@ pub enum PlanNode {
         partition: Vec<usize>,
         /// Sort columns of the input with their direction.
         order: Vec<(usize, arrow::compute::SortOptions)>,
+        /// How many rows each partition keeps: its ranks `offset + 1 ..= limit` are
+        /// the output.
         limit: usize,
+        /// How many of the best rows are kept but not output (`OFFSET`, `rn > m`).
+        offset: usize,
         /// Whether the output carries the row number (as its last column).
         row_number: bool,
         schema: SchemaRef,

@@ -1,5 +1,5 @@
 -- modes: batch streaming
--- description: ORDER BY in streaming mode as Flink runs it: on a time attribute first (rowtime: a temporal sort, append-only, with a LIMIT; PROCTIME(): arrival order), otherwise ORDER BY … LIMIT n as an updating Top-N over the whole input (over an append-only table and over an updating aggregate).
+-- description: ORDER BY in streaming mode as Flink runs it: on a time attribute first (rowtime: a temporal sort, append-only, with a LIMIT; PROCTIME(): arrival order), otherwise ORDER BY … LIMIT n [OFFSET m] as an updating Top-N over the whole input (over an append-only table and over an updating aggregate).
 CREATE TABLE orders (
   order_id INT,
   customer STRING,
@@ -38,3 +38,8 @@ CREATE TABLE orders_pt (
 );
 
 SELECT order_id, customer FROM orders_pt WHERE qty > 2 ORDER BY pt, order_id;
+
+SELECT order_id, customer, amount FROM orders ORDER BY amount DESC, order_id LIMIT 3 OFFSET 2;
+
+SELECT customer, n FROM (SELECT customer, COUNT(*) AS n FROM orders GROUP BY customer)
+ORDER BY n DESC, customer LIMIT 2 OFFSET 1;

@@ -35,6 +35,9 @@ pub struct TopNFactory {
     pub order: Vec<(usize, SortOptions)>,
     /// How many rows each partition keeps.
     pub limit: usize,
+    /// How many of the best rows of a partition are kept but not output (the output is
+    /// ranks `offset + 1 ..= limit`).
+    pub offset: usize,
     /// Whether the output has the row number as its last column.
     pub row_number: bool,
     /// Schema of the input.
@@ -90,6 +93,7 @@ impl OperatorFactory for TopNFactory {
             partition: self.partition.clone(),
             order: self.order.iter().map(|(c, _)| *c).collect(),
             limit: self.limit,
+            offset: self.offset,
             retract: self.retract,
             replace_ties: !self.retract
                 && self.limit == 1
@@ -127,6 +131,7 @@ struct TopN {
     partition: Vec<usize>,
     order: Vec<usize>,
     limit: usize,
+    offset: usize,
     /// The input is a changelog (see the module docs).
     retract: bool,
     /// Deduplication keeping the last row by a time column (`ORDER BY ts DESC`, n = 1):
@@ -156,6 +161,7 @@ struct Changes {
 }
 
 impl Changes {
+    /// `rank` counts from 0.
     fn push(&mut self, entry: &Entry, rank: usize, kind: RowKind) {
         self.rows.push(entry.row.clone());
         self.ranks.push(rank as u64 + 1);
@@ -227,8 +233,9 @@ impl TopN {
         if self.row_number.is_some() {
             // Rank by rank: a row at a rank that changed is retracted and its successor
             // at that rank emitted.
-            for rank in 0..old.len().max(new.len()) {
-                match (old.get(rank), new.get(rank)) {
+            for shown in 0..old.len().max(new.len()) {
+                let rank = self.offset + shown;
+                match (old.get(shown), new.get(shown)) {
                     (Some(o), Some(n)) if o.id == n.id => {}
                     (Some(o), Some(n)) => {
                         out.push(o, rank, RowKind::UpdateBefore);
@@ -321,7 +328,9 @@ impl Operator for TopN {
         for rows in members {
             let key = partition.row(rows[0]).owned();
             let mut top = self.tops.remove(&key).map(|t| t.0).unwrap_or_default();
-            let old: Vec<Entry> = top.iter().take(self.limit).cloned().collect();
+            let old: Vec<Entry> = (top.iter().take(self.limit).skip(self.offset))
+                .cloned()
+                .collect();
             let mut changed = false;
             for i in rows {
                 let sort = order.row(i);
@@ -344,7 +353,8 @@ impl Operator for TopN {
                     Self::insert(&mut top, self.limit, self.replace_ties, self.retract, entry);
             }
             if changed {
-                self.diff(&old, &top[..top.len().min(self.limit)], &mut changes);
+                let shown = &top[self.offset.min(top.len())..top.len().min(self.limit)];
+                self.diff(&old, shown, &mut changes);
             }
             if !top.is_empty() {
                 self.tops.insert(key, (top, now));

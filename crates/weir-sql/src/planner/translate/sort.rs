@@ -29,7 +29,8 @@ impl Planner {
         self.translate_sort(sort, skip, fetch, nodes)
     }
 
-    /// `ORDER BY …`, skipping `skip` rows and keeping `fetch` after them.
+    /// `ORDER BY …`, skipping `skip` rows and keeping `fetch` after them (a Top-N keeps
+    /// the skipped rows too, and outputs the ranks after them).
     pub(super) fn translate_sort(
         &self,
         sort: &datafusion::logical_expr::Sort,
@@ -92,13 +93,6 @@ impl Planner {
                  (SET 'execution.runtime-mode' = 'batch')",
             ));
         };
-        if skip > 0 {
-            return Err(Error::plan(
-                "ORDER BY … LIMIT … OFFSET is not supported in streaming mode yet (except \
-                 on a rowtime ascending); batch mode runs it \
-                 (SET 'execution.runtime-mode' = 'batch')",
-            ));
-        }
         if limit == 0 {
             // Nothing is ever in the result.
             let nothing = Arc::new(datafusion::physical_expr::expressions::Literal::new(
@@ -111,7 +105,8 @@ impl Planner {
             input,
             partition: Vec::new(),
             order,
-            limit,
+            limit: skip + limit,
+            offset: skip,
             row_number: false,
             schema,
             retract,

@@ -146,6 +146,7 @@ impl Planner {
             partition,
             order,
             limit,
+            offset: 0,
             row_number: rank_used,
             schema,
             retract,

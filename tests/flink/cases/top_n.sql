@@ -1,5 +1,5 @@
 -- modes: batch streaming
--- description: Top-N with ROW_NUMBER (deterministic order keys), RANK with ties, and a global Top-N (streaming: updating).
+-- description: Top-N with ROW_NUMBER (deterministic order keys), RANK with ties, a global Top-N, and rank ranges (BETWEEN, = n: the rows above are kept but not output) (streaming: updating).
 CREATE TABLE orders (
   order_id INT,
   customer STRING,
@@ -36,3 +36,18 @@ FROM (
   FROM orders
 )
 WHERE rn <= 3;
+
+SELECT customer, order_id, amount, rn
+FROM (
+  SELECT customer, order_id, amount,
+    ROW_NUMBER() OVER (PARTITION BY customer ORDER BY amount DESC, order_id ASC) AS rn
+  FROM orders
+)
+WHERE rn BETWEEN 2 AND 3;
+
+SELECT order_id, amount
+FROM (
+  SELECT order_id, amount, ROW_NUMBER() OVER (ORDER BY amount DESC, order_id DESC) AS rn
+  FROM orders
+)
+WHERE rn = 2;

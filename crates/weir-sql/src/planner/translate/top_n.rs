@@ -20,7 +20,8 @@ impl Planner {
         let unsupported = |what: String| {
             Error::plan(format!(
                 "{what}: in streaming mode, OVER windows only run as Top-N, \
-                 ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) filtered with `<= n`, `< n` or `= 1`"
+                 ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) filtered with `<= n`, `< n`, `= n` \
+                 or a range (`BETWEEN m AND n`, `> m AND <= n`)"
             ))
         };
         let [expr] = w.window_expr.as_slice() else {
@@ -52,17 +53,30 @@ impl Planner {
                 match (op, literal(right)) {
                     (Operator::LtEq, Some(n)) => Some(n),
                     (Operator::Lt, Some(n)) => Some(n - 1),
-                    (Operator::Eq, Some(1)) => Some(1),
+                    (Operator::Eq, Some(n)) if n >= 1 => Some(n),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        // A lower bound: the best rows below it are kept but not output.
+        let rank_floor = |e: &Expr| match e {
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) if is_rank(left) => {
+                match (op, literal(right)) {
+                    (Operator::Gt, Some(m)) if m >= 1 => Some(m),
+                    (Operator::GtEq, Some(m)) if m >= 2 => Some(m - 1),
+                    (Operator::Eq, Some(n)) if n >= 2 => Some(n - 1),
                     _ => None,
                 }
             }
             _ => None,
         };
         let conjuncts = datafusion::logical_expr::utils::split_conjunction(&filter.predicate);
-        let limit = conjuncts.iter().find_map(|e| rank_limit(e));
+        let limit = conjuncts.iter().filter_map(|e| rank_limit(e)).min();
+        let offset = conjuncts.iter().filter_map(|e| rank_floor(e)).max();
         let residual: Vec<Expr> = conjuncts
             .into_iter()
-            .filter(|e| rank_limit(e).is_none())
+            .filter(|e| rank_limit(e).is_none() && rank_floor(e).is_none())
             .cloned()
             .collect();
         let rank_used = rank_used
@@ -136,6 +150,14 @@ impl Planner {
                 _ => None,
             }
         };
+        let offset = offset.unwrap_or(0) as usize;
+        if offset > 0 && final_at.is_some() {
+            return Err(Error::plan(format!(
+                "WHERE {}: a lower bound on the row number of a window Top-N or of a \
+                 deduplication on a rowtime is not supported in streaming mode yet",
+                filter.predicate
+            )));
+        }
         let schema = if rank_used {
             Arc::new(w.schema.as_arrow().clone())
         } else {
@@ -146,7 +168,7 @@ impl Planner {
             partition,
             order,
             limit,
-            offset: 0,
+            offset,
             row_number: rank_used,
             schema,
             retract,

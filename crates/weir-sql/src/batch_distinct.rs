@@ -157,9 +157,14 @@ fn expand(agg: Aggregate) -> Result<LogicalPlan> {
     let mut second = Vec::new();
     for (i, f) in functions.iter().enumerate() {
         let value = if !f.params.distinct {
-            datafusion::functions_aggregate::expr_fn::max(col(format!("{PLAIN}{i}")))
-                .filter(in_keys_set.clone())
-                .build()?
+            // The one row of the keys' own set holds it (of any type: not MAX, which
+            // does not order lists or maps).
+            datafusion::functions_aggregate::expr_fn::first_value(
+                col(format!("{PLAIN}{i}")),
+                Vec::new(),
+            )
+            .filter(in_keys_set.clone())
+            .build()?
         } else {
             let j = arguments
                 .iter()

@@ -17,7 +17,7 @@ use super::keys;
 use super::state::{keyed_state, restored_batches};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::SortOptions;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMillisecondType};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -139,11 +139,7 @@ struct FinalTopN {
 impl FinalTopN {
     /// The deadline of each row, in ms.
     fn deadlines(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
-        let ms = arrow::compute::cast(
-            batch.column(self.deadline.column),
-            &DataType::Timestamp(TimeUnit::Millisecond, None),
-        )?;
-        let ms = ms.as_primitive::<TimestampMillisecondType>();
+        let ms = weir_sql::group_windows::epoch_millis(batch.column(self.deadline.column))?;
         Ok((0..ms.len())
             .map(|i| {
                 if ms.is_null(i) {

@@ -6,7 +6,7 @@
 //! sort) rows are in time order as they arrive: each batch leaves at once, sorted by the
 //! other columns.
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, RecordBatch};
 use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
@@ -19,24 +19,37 @@ struct TemporalSortOperator {
     processing_time: bool,
     schema: SchemaRef,
     /// Rows ahead of the watermark.
-    waiting: Vec<RecordBatch>,
+    waiting: Vec<Waiting>,
     watermark: i64,
+}
+
+/// Waiting rows with their earliest and latest time, so a watermark takes whole batches
+/// or leaves them without reading their times again (only a batch it falls inside is
+/// split).
+struct Waiting {
+    rows: RecordBatch,
+    first: i64,
+    last: i64,
 }
 
 impl TemporalSortOperator {
     /// Event times (milliseconds) of `batch`'s rows; NULL as `i64::MIN` (late).
     fn times(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
-        let column = arrow::compute::cast(
-            batch.column(self.order[0].0),
-            &arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
-        )?;
-        let times = column.as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+        let times = weir_sql::group_windows::epoch_millis(batch.column(self.order[0].0))?;
         Ok((0..times.len())
             .map(|i| match times.is_null(i) {
                 true => i64::MIN,
                 false => times.value(i),
             })
             .collect())
+    }
+
+    /// `rows` with the span of their times (none are NULL: those are dropped as late).
+    fn waiting(&self, rows: RecordBatch) -> Result<Waiting> {
+        let times = self.times(&rows)?;
+        let first = times.iter().copied().min().unwrap_or(i64::MAX);
+        let last = times.iter().copied().max().unwrap_or(i64::MIN);
+        Ok(Waiting { rows, first, last })
     }
 
     /// Keeps the rows of `batch` for which `keep(time)` holds; gives the others.
@@ -73,13 +86,15 @@ impl TemporalSortOperator {
     fn release(&mut self, upto: i64, out: &mut Output) -> Result<()> {
         let mut due = Vec::new();
         let mut still = Vec::new();
-        for batch in std::mem::take(&mut self.waiting) {
-            let (ready, later) = self.split(&batch, |t| t <= upto)?;
-            if ready.num_rows() > 0 {
+        for w in std::mem::take(&mut self.waiting) {
+            if w.last <= upto {
+                due.push(w.rows);
+            } else if w.first > upto {
+                still.push(w);
+            } else {
+                let (ready, later) = self.split(&w.rows, |t| t <= upto)?;
                 due.push(ready);
-            }
-            if later.num_rows() > 0 {
-                still.push(later);
+                still.push(self.waiting(later)?);
             }
         }
         self.waiting = still;
@@ -95,7 +110,10 @@ impl TemporalSortOperator {
 #[async_trait]
 impl Operator for TemporalSortOperator {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        self.waiting = crate::operators::state::restored_batches(restored)?;
+        for rows in crate::operators::state::restored_batches(restored)? {
+            let w = self.waiting(rows)?;
+            self.waiting.push(w);
+        }
         Ok(())
     }
 
@@ -112,7 +130,8 @@ impl Operator for TemporalSortOperator {
         let watermark = self.watermark;
         let (on_time, _late) = self.split(&batch, |t| t > watermark)?;
         if on_time.num_rows() > 0 {
-            self.waiting.push(on_time);
+            let w = self.waiting(on_time)?;
+            self.waiting.push(w);
         }
         Ok(())
     }
@@ -125,13 +144,17 @@ impl Operator for TemporalSortOperator {
     }
 
     fn state_bytes(&self) -> usize {
-        self.waiting.iter().map(|b| b.get_array_memory_size()).sum()
+        self.waiting
+            .iter()
+            .map(|w| w.rows.get_array_memory_size())
+            .sum()
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         let mut state = OperatorState::new(StateDistribution::ToFirst, Vec::new());
         if !self.waiting.is_empty() {
-            let all = arrow::compute::concat_batches(&self.schema, &self.waiting)?;
+            let rows = self.waiting.iter().map(|w| &w.rows);
+            let all = arrow::compute::concat_batches(&self.schema, rows)?;
             let payload = state.add_payload(weir_state::keyed::encode_batch(&all)?);
             state.items.push(serde_json::json!({ "payload": payload }));
         }

@@ -114,12 +114,7 @@ impl Planner {
         limit: &datafusion::logical_expr::Limit,
         nodes: &mut Vec<PlanNode>,
     ) -> Result<(usize, Vec<CalcStep>)> {
-        use datafusion::logical_expr::{FetchType, SkipType};
-        let (SkipType::Literal(skip), FetchType::Literal(fetch)) =
-            (limit.get_skip_type()?, limit.get_fetch_type()?)
-        else {
-            return Err(Error::plan("LIMIT and OFFSET take constant numbers"));
-        };
+        let (skip, fetch) = limit_bounds(limit)?;
         let input = self.translate_into_node(&limit.input, nodes)?;
         if let Some(kind) = crate::plan::updates_in(nodes, input) {
             return Err(Error::plan(format!(
@@ -167,4 +162,15 @@ pub(super) fn materialize(
         schema,
     });
     Ok(nodes.len() - 1)
+}
+
+/// The rows a `LIMIT … OFFSET …` skips and keeps (all when no `LIMIT`).
+pub(super) fn limit_bounds(
+    limit: &datafusion::logical_expr::Limit,
+) -> Result<(usize, Option<usize>)> {
+    use datafusion::logical_expr::{FetchType, SkipType};
+    match (limit.get_skip_type()?, limit.get_fetch_type()?) {
+        (SkipType::Literal(skip), FetchType::Literal(fetch)) => Ok((skip, fetch)),
+        _ => Err(Error::plan("LIMIT and OFFSET take constant numbers")),
+    }
 }

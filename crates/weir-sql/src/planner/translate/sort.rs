@@ -13,15 +13,10 @@ impl Planner {
         limit: &datafusion::logical_expr::Limit,
         nodes: &mut Vec<PlanNode>,
     ) -> Result<(usize, Vec<CalcStep>)> {
-        use datafusion::logical_expr::{FetchType, SkipType};
         let LogicalPlan::Sort(sort) = limit.input.as_ref() else {
             return Err(Error::internal("a sort limit without a sort"));
         };
-        let (SkipType::Literal(skip), FetchType::Literal(fetch)) =
-            (limit.get_skip_type()?, limit.get_fetch_type()?)
-        else {
-            return Err(Error::plan("LIMIT and OFFSET take constant numbers"));
-        };
+        let (skip, fetch) = limit_bounds(limit)?;
         let fetch = match (fetch, sort.fetch) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -4,8 +4,9 @@
 
 use crate::operators::{
     CalcOperatorFactory, ChangelogNormalizeFactory, FinalTopNFactory, GroupAggregateFactory,
-    JoinOperatorFactory, LimitFactory, SessionAggregateFactory, TemporalSortFactory, TopNFactory,
-    UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
+    JoinOperatorFactory, LimitFactory, OverAggregateFactory, SessionAggregateFactory,
+    TemporalSortFactory, TopNFactory, UnionOperatorFactory, WatermarkAssignerFactory,
+    WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -366,6 +367,33 @@ pub async fn compile_into(
                     uid("temporal-sort"),
                     Arc::new(factory),
                     vertex_of[*input],
+                )
+            }
+            PlanNode::OverAggregate {
+                input,
+                partition,
+                time,
+                processing_time,
+                frame,
+                aggregates,
+                schema,
+            } => {
+                let factory = OverAggregateFactory {
+                    partition: partition.clone(),
+                    time: *time,
+                    processing_time: *processing_time,
+                    frame: *frame,
+                    aggregates: aggregates.clone(),
+                    input_schema: plan.output_schema(*input),
+                    schema: schema.clone(),
+                };
+                keyed_vertex(
+                    graph,
+                    uid("over-aggregate"),
+                    Arc::new(factory),
+                    vertex_of[*input],
+                    partition,
+                    default_parallelism,
                 )
             }
             PlanNode::Union { inputs, schema } => {

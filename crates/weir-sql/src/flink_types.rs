@@ -28,7 +28,7 @@ use datafusion::logical_expr::function::{PartitionEvaluatorArgs, WindowUDFFieldA
 use datafusion::logical_expr::window_state::WindowAggState;
 use datafusion::logical_expr::{
     Aggregate, Expr, ExprSchemable, LimitEffect, LogicalPlan, PartitionEvaluator, Projection,
-    ReversedUDWF, Signature, WindowUDF, WindowUDFImpl, cast,
+    ReversedUDWF, Signature, Window, WindowFunctionDefinition, WindowUDF, WindowUDFImpl, cast,
 };
 use datafusion::physical_expr::PhysicalExpr;
 use sqlparser::ast::{
@@ -304,6 +304,7 @@ pub fn result_types(plan: LogicalPlan, zone: &str) -> Result<LogicalPlan> {
         let node = flink_expressions(node, zone)?.recompute_schema()?;
         match node {
             LogicalPlan::Aggregate(agg) => aggregate(agg),
+            LogicalPlan::Window(w) => window(w),
             other => Ok(Transformed::no(other)),
         }
     })
@@ -469,6 +470,48 @@ fn aggregate(agg: Aggregate) -> Result<Transformed<LogicalPlan>> {
     // A cast of the argument does not change the aggregate's name (DataFusion names a cast
     // after its operand), so the columns above still resolve.
     debug_assert_eq!(new.schema.field_names(), original.field_names());
+    cast_results(&original, &casts, LogicalPlan::Aggregate(new))
+}
+
+/// `SUM`/`AVG` OVER windows with Flink's result types, as [`aggregate`] does for groups.
+fn window(w: Window) -> Result<Transformed<LogicalPlan>> {
+    let input = w.input.schema().clone();
+    let mut casts: Vec<Option<DataType>> = Vec::with_capacity(w.window_expr.len());
+    let mut window_expr = Vec::with_capacity(w.window_expr.len());
+    for e in &w.window_expr {
+        let mut e = e.clone();
+        let mut target = None;
+        if let Expr::WindowFunction(f) = &mut e
+            && let WindowFunctionDefinition::AggregateUDF(func) = &f.fun
+            && f.params.args.len() == 1
+        {
+            let arg_type = f.params.args[0].get_type(&input)?;
+            if let Some((arg_cast, result)) = flink_aggregate_type(func.name(), &arg_type) {
+                if let Some(t) = arg_cast {
+                    f.params.args[0] = cast(f.params.args[0].clone(), t);
+                }
+                target = Some(result);
+            }
+        }
+        casts.push(target);
+        window_expr.push(e);
+    }
+    if casts.iter().all(Option::is_none) {
+        return Ok(Transformed::no(LogicalPlan::Window(w)));
+    }
+    let original = w.schema.clone();
+    let new = Window::try_new(window_expr, w.input)?;
+    debug_assert_eq!(new.schema.field_names(), original.field_names());
+    cast_results(&original, &casts, LogicalPlan::Window(new))
+}
+
+/// A projection over `plan` (whose schema is `original`'s) that casts its last columns,
+/// one per entry of `casts`, to the given types.
+fn cast_results(
+    original: &datafusion::common::DFSchemaRef,
+    casts: &[Option<DataType>],
+    plan: LogicalPlan,
+) -> Result<Transformed<LogicalPlan>> {
     let first = original.fields().len() - casts.len();
     let exprs = original
         .iter()
@@ -486,7 +529,7 @@ fn aggregate(agg: Aggregate) -> Result<Transformed<LogicalPlan>> {
             }
         })
         .collect();
-    let projection = Projection::try_new(exprs, Arc::new(LogicalPlan::Aggregate(new)))?;
+    let projection = Projection::try_new(exprs, Arc::new(plan))?;
     Ok(Transformed::yes(LogicalPlan::Projection(projection)))
 }
 

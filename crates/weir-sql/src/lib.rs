@@ -24,6 +24,7 @@ pub mod flink_types;
 pub mod functions;
 pub mod group_windows;
 pub mod local_time_zone;
+pub mod over_functions;
 pub mod parser;
 pub mod plan;
 pub mod planner;
@@ -36,5 +37,7 @@ pub mod window_lists;
 
 pub use catalog::{CatalogManager, ObjectPath, TableDef, ViewDef};
 pub use parser::{Located, WeirStatement, parse_script};
-pub use plan::{AggregateSpec, CalcStep, ExpandStep, JoinKind, PlanNode, StreamPlan, UnnestStep};
+pub use plan::{
+    AggregateSpec, CalcStep, ExpandStep, JoinKind, OverFrame, PlanNode, StreamPlan, UnnestStep,
+};
 pub use planner::{BatchScan, Planner, computed_physical};

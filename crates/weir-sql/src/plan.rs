@@ -237,6 +237,22 @@ pub enum PlanNode {
         processing_time: bool,
         schema: SchemaRef,
     },
+    /// OVER aggregates (`agg(…) OVER (PARTITION BY … ORDER BY time ROWS|RANGE BETWEEN …
+    /// PRECEDING AND CURRENT ROW)`): every input row once, with the aggregates over its
+    /// frame appended (append-only). Rows are taken in time order once the watermark
+    /// passes them (late rows dropped, as in Flink); on `PROCTIME()` as they arrive.
+    OverAggregate {
+        input: usize,
+        /// Partition columns of the input (none: one subtask sees every row).
+        partition: Vec<usize>,
+        /// The time attribute rows are ordered by.
+        time: usize,
+        processing_time: bool,
+        frame: OverFrame,
+        aggregates: Vec<AggregateSpec>,
+        /// The input's columns, then one per aggregate.
+        schema: SchemaRef,
+    },
     /// Union of inputs with the same schema.
     Union {
         inputs: Vec<usize>,
@@ -293,12 +309,34 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
             | PlanNode::GroupAggregate { schema, .. }
             | PlanNode::TopN { schema, .. }
             | PlanNode::TemporalSort { schema, .. }
+            | PlanNode::OverAggregate { schema, .. }
             | PlanNode::Join { schema, .. }
             | PlanNode::Union { schema, .. }
             | PlanNode::Collect { schema, .. } => schema.clone(),
             PlanNode::Sink { input, .. } | PlanNode::Limit { input, .. } => {
                 output_schema_in(nodes, *input)
             }
+        }
+    }
+}
+
+/// The frame of an OVER aggregate: the rows up to the current one that it aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverFrame {
+    /// `ROWS BETWEEN n PRECEDING AND CURRENT ROW`; `None`: `UNBOUNDED PRECEDING`.
+    Rows(Option<u64>),
+    /// `RANGE BETWEEN INTERVAL … PRECEDING AND CURRENT ROW`, the interval in milliseconds
+    /// (`None`: `UNBOUNDED PRECEDING`); rows at the same time are peers and share a result.
+    Range(Option<i64>),
+}
+
+impl fmt::Display for OverFrame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OverFrame::Rows(None) => write!(f, "rows unbounded preceding"),
+            OverFrame::Rows(Some(n)) => write!(f, "rows {n} preceding"),
+            OverFrame::Range(None) => write!(f, "range unbounded preceding"),
+            OverFrame::Range(Some(ms)) => write!(f, "range {ms} ms preceding"),
         }
     }
 }
@@ -346,6 +384,10 @@ pub fn is_rowtime(nodes: &[PlanNode], n: usize, col: usize) -> bool {
         PlanNode::TemporalSort { input, .. } | PlanNode::Limit { input, .. } => {
             is_rowtime(nodes, *input, col)
         }
+        // An OVER aggregate keeps its input's columns in place (and their time attributes).
+        PlanNode::OverAggregate { input, .. } => {
+            col < output_schema_in(nodes, *input).fields().len() && is_rowtime(nodes, *input, col)
+        }
         _ => false,
     }
 }
@@ -373,6 +415,7 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             }
             PlanNode::Scan { .. }
             | PlanNode::Values { .. }
+            | PlanNode::OverAggregate { .. }
             | PlanNode::WindowAggregate { .. }
             | PlanNode::SessionAggregate { .. } => None,
             PlanNode::GroupAggregate { .. } => Some("GroupAggregate"),

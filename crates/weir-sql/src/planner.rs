@@ -240,6 +240,9 @@ impl Planner {
         // Flink: an exact numeric literal (`0.1`, `1.255`) is a DECIMAL, not a DOUBLE
         // (`0.1 + 0.2 = 0.3` holds; `CAST(1.255 AS DECIMAL(4, 2))` is 1.26).
         config.options_mut().sql_parser.parse_float_as_decimal = true;
+        // Flink (Calcite's default collation): NULL is the smallest value, first in an
+        // ascending order and last in a descending one, where neither is written.
+        config.options_mut().sql_parser.default_null_ordering = "nulls_min".into();
         // Batch joins build on the input estimated smaller, with Flink's estimates
         // (`batch_statistics`).
         config.options_mut().optimizer.use_statistics_registry = true;

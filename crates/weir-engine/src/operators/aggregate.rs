@@ -227,6 +227,21 @@ pub fn keyed_columns_snapshot(
     columns: Vec<(Field, ArrayRef)>,
     max_parallelism: usize,
 ) -> Result<weir_runtime::OperatorState> {
+    let all = keyed_columns_batch(input, keys, key_columns, columns)?;
+    // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
+    let hashed: Vec<usize> = (0..keys.len()).collect();
+    super::state::keyed_state(&all, &hashed, max_parallelism)
+}
+
+/// One batch of the key columns `key_columns` (of columns `keys` of `input`; one constant
+/// column when there are none) followed by `columns`. Its key columns for the key hash are
+/// the first `keys.len()`.
+pub fn keyed_columns_batch(
+    input: &arrow::datatypes::Schema,
+    keys: &[usize],
+    key_columns: Vec<ArrayRef>,
+    columns: Vec<(Field, ArrayRef)>,
+) -> Result<RecordBatch> {
     use std::sync::Arc;
     let mut fields: Vec<Field> = if keys.is_empty() {
         vec![Field::new("__key", DataType::Boolean, true)]
@@ -240,8 +255,8 @@ pub fn keyed_columns_snapshot(
         fields.push(field);
         all_columns.push(column);
     }
-    let all = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), all_columns)?;
-    // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
-    let hashed: Vec<usize> = (0..keys.len()).collect();
-    super::state::keyed_state(&all, &hashed, max_parallelism)
+    Ok(RecordBatch::try_new(
+        Arc::new(arrow::datatypes::Schema::new(fields)),
+        all_columns,
+    )?)
 }

@@ -6,7 +6,8 @@
 //! sort) rows are in time order as they arrive: each batch leaves at once, sorted by the
 //! other columns.
 
-use arrow::array::{Array, RecordBatch};
+use super::time_buffer::TimeBuffer;
+use arrow::array::RecordBatch;
 use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
@@ -19,55 +20,11 @@ struct TemporalSortOperator {
     processing_time: bool,
     schema: SchemaRef,
     /// Rows ahead of the watermark.
-    waiting: Vec<Waiting>,
+    waiting: TimeBuffer,
     watermark: i64,
 }
 
-/// Waiting rows with their earliest and latest time, so a watermark takes whole batches
-/// or leaves them without reading their times again (only a batch it falls inside is
-/// split).
-struct Waiting {
-    rows: RecordBatch,
-    first: i64,
-    last: i64,
-}
-
 impl TemporalSortOperator {
-    /// Event times (milliseconds) of `batch`'s rows; NULL as `i64::MIN` (late).
-    fn times(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
-        let times = weir_sql::group_windows::epoch_millis(batch.column(self.order[0].0))?;
-        Ok((0..times.len())
-            .map(|i| match times.is_null(i) {
-                true => i64::MIN,
-                false => times.value(i),
-            })
-            .collect())
-    }
-
-    /// `rows` with the span of their times (none are NULL: those are dropped as late).
-    fn waiting(&self, rows: RecordBatch) -> Result<Waiting> {
-        let times = self.times(&rows)?;
-        let first = times.iter().copied().min().unwrap_or(i64::MAX);
-        let last = times.iter().copied().max().unwrap_or(i64::MIN);
-        Ok(Waiting { rows, first, last })
-    }
-
-    /// Keeps the rows of `batch` for which `keep(time)` holds; gives the others.
-    fn split(
-        &self,
-        batch: &RecordBatch,
-        keep: impl Fn(i64) -> bool,
-    ) -> Result<(RecordBatch, RecordBatch)> {
-        let mask: arrow::array::BooleanArray = self
-            .times(batch)?
-            .into_iter()
-            .map(|t| Some(keep(t)))
-            .collect();
-        let kept = arrow::compute::filter_record_batch(batch, &mask)?;
-        let other = arrow::compute::filter_record_batch(batch, &arrow::compute::not(&mask)?)?;
-        Ok((kept, other))
-    }
-
     /// `rows` sorted.
     fn sorted(&self, rows: &RecordBatch) -> Result<RecordBatch> {
         let columns: Vec<arrow::compute::SortColumn> = self
@@ -84,20 +41,7 @@ impl TemporalSortOperator {
 
     /// Emits the waiting rows at or before `upto`, sorted.
     fn release(&mut self, upto: i64, out: &mut Output) -> Result<()> {
-        let mut due = Vec::new();
-        let mut still = Vec::new();
-        for w in std::mem::take(&mut self.waiting) {
-            if w.last <= upto {
-                due.push(w.rows);
-            } else if w.first > upto {
-                still.push(w);
-            } else {
-                let (ready, later) = self.split(&w.rows, |t| t <= upto)?;
-                due.push(ready);
-                still.push(self.waiting(later)?);
-            }
-        }
-        self.waiting = still;
+        let due = self.waiting.take_upto(upto)?;
         if due.is_empty() {
             return Ok(());
         }
@@ -111,8 +55,7 @@ impl TemporalSortOperator {
 impl Operator for TemporalSortOperator {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
         for rows in crate::operators::state::restored_batches(restored)? {
-            let w = self.waiting(rows)?;
-            self.waiting.push(w);
+            self.waiting.push(rows)?;
         }
         Ok(())
     }
@@ -127,12 +70,7 @@ impl Operator for TemporalSortOperator {
             out.emit(self.sorted(&batch)?);
             return Ok(());
         }
-        let watermark = self.watermark;
-        let (on_time, _late) = self.split(&batch, |t| t > watermark)?;
-        if on_time.num_rows() > 0 {
-            let w = self.waiting(on_time)?;
-            self.waiting.push(w);
-        }
+        self.waiting.push_on_time(&batch, self.watermark)?;
         Ok(())
     }
 
@@ -144,17 +82,13 @@ impl Operator for TemporalSortOperator {
     }
 
     fn state_bytes(&self) -> usize {
-        self.waiting
-            .iter()
-            .map(|w| w.rows.get_array_memory_size())
-            .sum()
+        self.waiting.bytes()
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         let mut state = OperatorState::new(StateDistribution::ToFirst, Vec::new());
         if !self.waiting.is_empty() {
-            let rows = self.waiting.iter().map(|w| &w.rows);
-            let all = arrow::compute::concat_batches(&self.schema, rows)?;
+            let all = arrow::compute::concat_batches(&self.schema, self.waiting.batches())?;
             let payload = state.add_payload(weir_state::keyed::encode_batch(&all)?);
             state.items.push(serde_json::json!({ "payload": payload }));
         }
@@ -197,7 +131,7 @@ impl OperatorFactory for TemporalSortFactory {
             order: self.order.clone(),
             processing_time: self.processing_time,
             schema: self.schema.clone(),
-            waiting: Vec::new(),
+            waiting: TimeBuffer::new(self.order[0].0),
             watermark: i64::MIN,
         }))
     }

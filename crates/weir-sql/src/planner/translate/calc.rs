@@ -10,7 +10,8 @@ impl Planner {
         nodes: &mut Vec<PlanNode>,
     ) -> Result<(usize, Vec<CalcStep>)> {
         let top_n = match p.input.as_ref() {
-            LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(_)) => {
+            LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(w) if !super::over::aggregates_only(w)) =>
+            {
                 // The row number is only computed when the projection keeps it.
                 let rank = f.input.schema().fields().len() - 1;
                 let rank_used = p.expr.iter().any(|e| {

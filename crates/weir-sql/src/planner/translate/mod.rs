@@ -6,6 +6,7 @@ use super::*;
 mod aggregate;
 mod calc;
 mod join;
+pub(super) mod over;
 mod scan;
 mod sort;
 mod subquery;
@@ -51,20 +52,17 @@ impl Planner {
                 self.translate(&subquery::lift_from_aggregate(a)?, nodes)
             }
             LogicalPlan::Projection(p) => self.translate_projection(p, nodes),
-            LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(_)) => {
+            LogicalPlan::Filter(f) if matches!(f.input.as_ref(), LogicalPlan::Window(w) if !over::aggregates_only(w)) => {
                 self.top_n(f, true, nodes)
             }
             LogicalPlan::Filter(f)
                 if matches!(f.input.as_ref(), LogicalPlan::Projection(p)
-                    if matches!(p.input.as_ref(), LogicalPlan::Window(_))
+                    if matches!(p.input.as_ref(), LogicalPlan::Window(w) if !over::aggregates_only(w))
                         && p.expr.iter().all(|e| matches!(e, Expr::Column(_)))) =>
             {
                 self.translate_pruned_top_n(f, nodes)
             }
-            LogicalPlan::Window(_) => Err(Error::plan(
-                "OVER windows are not supported in streaming mode yet, except as Top-N: \
-                 ROW_NUMBER() OVER (PARTITION BY … ORDER BY …) filtered with `<= n` in an outer query",
-            )),
+            LogicalPlan::Window(w) => self.translate_over(w, nodes),
             LogicalPlan::Filter(f) => {
                 let (node, mut steps) = self.translate(&f.input, nodes)?;
                 steps.push(CalcStep::Filter(

@@ -1,0 +1,116 @@
+//! Rows waiting for the watermark to reach their event time (the temporal sort, OVER
+//! aggregates), kept in arrival order as the batches they came in.
+
+use arrow::array::{Array, RecordBatch};
+use weir_common::Result;
+
+/// Waiting batches with their earliest and latest time, so a watermark takes whole batches
+/// or leaves them without reading their times again (only a batch it falls inside is
+/// split).
+struct Waiting {
+    rows: RecordBatch,
+    first: i64,
+    last: i64,
+}
+
+/// Rows ahead of the watermark, by the time in one column.
+pub struct TimeBuffer {
+    /// The column holding each row's time.
+    column: usize,
+    waiting: Vec<Waiting>,
+}
+
+impl TimeBuffer {
+    pub fn new(column: usize) -> Self {
+        Self {
+            column,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// Event times (milliseconds) of `batch`'s rows; NULL as `i64::MIN` (always late).
+    pub fn times(&self, batch: &RecordBatch) -> Result<Vec<i64>> {
+        let times = weir_sql::group_windows::epoch_millis(batch.column(self.column))?;
+        Ok((0..times.len())
+            .map(|i| match times.is_null(i) {
+                true => i64::MIN,
+                false => times.value(i),
+            })
+            .collect())
+    }
+
+    /// Keeps the rows of `batch` for which `keep(time)` holds; gives the others.
+    fn split(
+        &self,
+        batch: &RecordBatch,
+        keep: impl Fn(i64) -> bool,
+    ) -> Result<(RecordBatch, RecordBatch)> {
+        let mask: arrow::array::BooleanArray = self
+            .times(batch)?
+            .into_iter()
+            .map(|t| Some(keep(t)))
+            .collect();
+        let kept = arrow::compute::filter_record_batch(batch, &mask)?;
+        let other = arrow::compute::filter_record_batch(batch, &arrow::compute::not(&mask)?)?;
+        Ok((kept, other))
+    }
+
+    /// `rows` with the span of their times (none when there are no rows).
+    fn waiting(&self, rows: RecordBatch) -> Result<Option<Waiting>> {
+        if rows.num_rows() == 0 {
+            return Ok(None);
+        }
+        let times = self.times(&rows)?;
+        let first = times.iter().copied().min().unwrap_or(i64::MAX);
+        let last = times.iter().copied().max().unwrap_or(i64::MIN);
+        Ok(Some(Waiting { rows, first, last }))
+    }
+
+    /// Adds `rows` (all of them).
+    pub fn push(&mut self, rows: RecordBatch) -> Result<()> {
+        let w = self.waiting(rows)?;
+        self.waiting.extend(w);
+        Ok(())
+    }
+
+    /// Adds the rows of `batch` ahead of `watermark`; the others are late and dropped.
+    /// Returns how many were dropped.
+    pub fn push_on_time(&mut self, batch: &RecordBatch, watermark: i64) -> Result<usize> {
+        let (on_time, late) = self.split(batch, |t| t > watermark)?;
+        self.push(on_time)?;
+        Ok(late.num_rows())
+    }
+
+    /// Takes the rows at or before `upto`, in arrival order.
+    pub fn take_upto(&mut self, upto: i64) -> Result<Vec<RecordBatch>> {
+        let mut due = Vec::new();
+        let mut still = Vec::new();
+        for w in std::mem::take(&mut self.waiting) {
+            if w.last <= upto {
+                due.push(w.rows);
+            } else if w.first > upto {
+                still.push(w);
+            } else {
+                let (ready, later) = self.split(&w.rows, |t| t <= upto)?;
+                due.push(ready);
+                still.extend(self.waiting(later)?);
+            }
+        }
+        self.waiting = still;
+        Ok(due)
+    }
+
+    /// The waiting batches, in arrival order.
+    pub fn batches(&self) -> impl Iterator<Item = &RecordBatch> {
+        self.waiting.iter().map(|w| &w.rows)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Memory held by the waiting rows.
+    pub fn bytes(&self) -> usize {
+        self.batches().map(|b| b.get_array_memory_size()).sum()
+    }
+}

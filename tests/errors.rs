@@ -729,3 +729,34 @@ fn csv_array_elements_that_do_not_parse_are_named() {
         "{stdout}"
     );
 }
+
+#[test]
+fn over_windows_streaming_cannot_run_are_refused_clearly() {
+    let table = "CREATE TABLE t (k INT, v INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) \
+                 WITH ('connector' = 'datagen', 'number-of-rows' = '5');\n";
+    for (query, wanted) in [
+        (
+            "SELECT k, SUM(v) OVER (PARTITION BY k ORDER BY v) FROM t;",
+            "must be defined on a time attribute ascending",
+        ),
+        (
+            "SELECT k, SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN CURRENT ROW AND 2 FOLLOWING) FROM t;",
+            "not CURRENT ROW",
+        ),
+        (
+            "SELECT k, SUM(v) OVER (PARTITION BY k) FROM t;",
+            "an OVER window without ORDER BY",
+        ),
+        (
+            "SELECT k, n, SUM(n) OVER (PARTITION BY k ORDER BY ts) FROM \
+             (SELECT k, MAX(ts) AS ts, COUNT(*) AS n FROM t GROUP BY k);",
+            "time attribute",
+        ),
+        (
+            "SELECT k, RANK() OVER (PARTITION BY k ORDER BY ts) FROM t;",
+            "RANK() OVER (…) without a filter on its rank",
+        ),
+    ] {
+        fails_with(&format!("{table}{query}"), &["line 2, column 1", wanted]);
+    }
+}

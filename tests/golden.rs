@@ -220,3 +220,8 @@ fn golden_grouping_sets_rollup_and_cube() {
 fn golden_temporal_sort_and_order_by_limit() {
     golden("order_by");
 }
+
+#[test]
+fn golden_over_aggregates() {
+    golden("over");
+}

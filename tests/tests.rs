@@ -13,6 +13,7 @@ mod golden;
 mod kafka;
 mod library;
 mod nexmark;
+mod over;
 mod parity;
 mod pipeline;
 mod recovery;

@@ -590,6 +590,11 @@ fn proctime_before(nodes: &[PlanNode], n: usize, steps: Option<usize>, col: usiz
         PlanNode::Union { inputs, .. } => {
             inputs.iter().all(|i| proctime_before(nodes, *i, None, col))
         }
+        // An OVER aggregate keeps its input's columns in place.
+        PlanNode::OverAggregate { input, .. } => {
+            col < output_schema_in(nodes, *input).fields().len()
+                && proctime_before(nodes, *input, None, col)
+        }
         // A computed column `p AS PROCTIME()`.
         PlanNode::Scan {
             computed: Some(exprs),
@@ -611,6 +616,10 @@ pub fn is_time_attribute(nodes: &[PlanNode], n: usize, col: usize) -> bool {
             passed_through(steps, col).is_some_and(|c| is_time_attribute(nodes, *input, c))
         }
         PlanNode::Union { inputs, .. } => inputs.iter().all(|i| is_time_attribute(nodes, *i, col)),
+        PlanNode::OverAggregate { input, .. } => {
+            col < output_schema_in(nodes, *input).fields().len()
+                && is_time_attribute(nodes, *input, col)
+        }
         PlanNode::Join {
             left,
             right,

@@ -65,19 +65,22 @@ fn refused(what: impl std::fmt::Display) -> Error {
     ))
 }
 
+/// One window of a `Window` node: its `PARTITION BY`, `ORDER BY` and frame.
+type Spec<'a> = (
+    &'a [Expr],
+    &'a [datafusion::logical_expr::SortExpr],
+    &'a WindowFrame,
+);
+
 impl Planner {
-    /// A `Window` of aggregate functions as an [`PlanNode::OverAggregate`].
+    /// A `Window` of aggregate functions as [`PlanNode::OverAggregate`]s, one per distinct
+    /// window (each appends its aggregates to the rows; a projection puts the columns in
+    /// the plan's order when there are several).
     pub(super) fn translate_over(
         &self,
         w: &datafusion::logical_expr::Window,
         nodes: &mut Vec<PlanNode>,
     ) -> Result<(usize, Vec<CalcStep>)> {
-        let in_schema = w.input.schema();
-        let props = datafusion::logical_expr::execution_props::ExecutionProps::new();
-        let mut window: Option<(&[Expr], &[datafusion::logical_expr::SortExpr], &WindowFrame)> =
-            None;
-        let rows;
-        let mut aggregates = Vec::new();
         let functions: Vec<WindowFunction> = w
             .window_expr
             .iter()
@@ -88,33 +91,80 @@ impl Planner {
             .collect::<Result<_>>()?;
         // ROW_NUMBER counts rows, whatever the frame (as in Flink, where its window is
         // `ROWS UNBOUNDED PRECEDING`).
-        rows = WindowFrame::new_bounds(
+        let rows = WindowFrame::new_bounds(
             WindowFrameUnits::Rows,
             WindowFrameBound::Preceding(datafusion::common::ScalarValue::UInt64(None)),
             WindowFrameBound::CurrentRow,
         );
-        for f in &functions {
+        let mut windows: Vec<(Spec<'_>, Vec<usize>)> = Vec::new();
+        for (i, f) in functions.iter().enumerate() {
             let p = &f.params;
             let frame = match f.fun.name() {
                 "row_number" => &rows,
                 _ => &p.window_frame,
             };
-            let this = (p.partition_by.as_slice(), p.order_by.as_slice(), frame);
-            match window {
-                None => window = Some(this),
-                Some(first) if first == this => {}
-                Some(_) => {
-                    return Err(Error::plan(
-                        "OVER aggregates with different windows in one SELECT: in streaming mode all \
-                         aggregates of a SELECT must use the same window (as in Flink)",
-                    ));
-                }
+            let spec = (p.partition_by.as_slice(), p.order_by.as_slice(), frame);
+            match windows.iter_mut().find(|(s, _)| *s == spec) {
+                Some((_, members)) => members.push(i),
+                None => windows.push((spec, vec![i])),
             }
-            let aggregate = as_aggregate(f)?;
+        }
+        let mut node = self.translate_into_node(&w.input, nodes)?;
+        let width = w.input.schema().fields().len();
+        let mut fields: Vec<Field> = w
+            .input
+            .schema()
+            .as_arrow()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        // Where each function's column ends up among the stacked nodes' columns.
+        let mut position = vec![0; functions.len()];
+        for (spec, members) in &windows {
+            for m in members {
+                position[*m] = fields.len();
+                fields.push(w.schema.as_arrow().field(width + m).as_ref().clone());
+            }
+            let chosen: Vec<&WindowFunction> = members.iter().map(|m| &functions[*m]).collect();
+            let schema = Arc::new(Schema::new(fields.clone()));
+            node = self.over_node(w, node, *spec, &chosen, schema, nodes)?;
+        }
+        if windows.len() == 1 {
+            return Ok((node, Vec::new()));
+        }
+        let exprs = (0..width)
+            .chain(position)
+            .map(|c| Arc::new(Column::new(fields[c].name(), c)) as PhysicalExprRef)
+            .collect();
+        Ok((
+            node,
+            vec![CalcStep::Project {
+                exprs,
+                schema: Arc::new(w.schema.as_arrow().clone()),
+            }],
+        ))
+    }
+
+    /// One OVER aggregate node: `functions` over window `spec`, appended to the rows of
+    /// `input` (whose first columns are the `Window`'s input).
+    fn over_node(
+        &self,
+        w: &datafusion::logical_expr::Window,
+        input: usize,
+        (partition_by, order_by, frame): Spec<'_>,
+        functions: &[&WindowFunction],
+        schema: SchemaRef,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<usize> {
+        let in_schema = w.input.schema();
+        let props = datafusion::logical_expr::execution_props::ExecutionProps::new();
+        let mut aggregates = Vec::new();
+        for f in functions {
             #[allow(deprecated)]
             let (function, filter, _) =
                 datafusion::physical_planner::create_aggregate_expr_and_maybe_filter(
-                    &aggregate,
+                    &as_aggregate(f)?,
                     in_schema,
                     in_schema.as_arrow(),
                     &props,
@@ -122,9 +172,6 @@ impl Planner {
                 .map_err(plan_error)?;
             aggregates.push(AggregateSpec { function, filter });
         }
-        let Some((partition_by, order_by, frame)) = window else {
-            return Err(Error::internal("an OVER window without functions"));
-        };
         let column = |e: &Expr, what: &str| -> Result<usize> {
             match e {
                 Expr::Column(c) => Ok(in_schema.index_of_column(c)?),
@@ -143,7 +190,6 @@ impl Planner {
                 _ => format!("ORDER BY {} columns in an OVER window", order_by.len()),
             }));
         };
-        let input = self.translate_into_node(&w.input, nodes)?;
         let time = column(&order.expr, "ORDER BY")?;
         let processing_time = crate::plan::is_processing_time(nodes, input, time);
         if !order.asc || !(processing_time || crate::plan::is_time_attribute(nodes, input, time)) {
@@ -160,7 +206,7 @@ impl Planner {
         }
         let frame = over_frame(frame, processing_time)?;
         let bounded = matches!(frame, OverFrame::Rows(Some(_)) | OverFrame::Range(Some(_)));
-        for (a, f) in aggregates.iter().zip(&functions) {
+        for (a, f) in aggregates.iter().zip(functions) {
             let retracts = a
                 .function
                 .create_sliding_accumulator()
@@ -181,9 +227,9 @@ impl Planner {
             processing_time,
             frame,
             aggregates,
-            schema: Arc::new(w.schema.as_arrow().clone()),
+            schema,
         });
-        Ok((nodes.len() - 1, Vec::new()))
+        Ok(nodes.len() - 1)
     }
 }
 

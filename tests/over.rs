@@ -7,8 +7,11 @@ use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// (user, time in ms, value) in arrival order: `a.csv` then `b.csv`.
-fn files() -> (Vec<(i64, i64, i64)>, Vec<(i64, i64, i64)>) {
+/// A row of the input files: (user, time in ms, value).
+type Event = (i64, i64, i64);
+
+/// The rows of `a.csv` and of `b.csv`, in arrival order.
+fn files() -> (Vec<Event>, Vec<Event>) {
     let mut rng = Lcg(11);
     let start = 1_700_000_000_000i64;
     let a: Vec<_> = (0..300)
@@ -24,7 +27,7 @@ fn files() -> (Vec<(i64, i64, i64)>, Vec<(i64, i64, i64)>) {
     (a, b)
 }
 
-fn write(dir: &Path, name: &str, rows: &[(i64, i64, i64)]) {
+fn write(dir: &Path, name: &str, rows: &[Event]) {
     let text: String = rows
         .iter()
         .map(|(u, ms, v)| format!("{u},{ms},{v}\n"))

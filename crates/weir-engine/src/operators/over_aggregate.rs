@@ -32,6 +32,9 @@ use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::{AggregateSpec, OverFrame};
 
+/// How many released rows are taken (and emitted) at a time.
+const CHUNK_ROWS: usize = 8192;
+
 /// Creates OVER aggregate operators.
 pub struct OverAggregateFactory {
     /// `PARTITION BY` columns of the input.
@@ -197,8 +200,8 @@ impl OverAggregate {
                 }
                 self.slide(&mut partition, time)?;
                 let result = evaluate(&mut partition.accumulators)?;
-                for r in j..end {
-                    order.push(group[r]);
+                for row in &group[j..end] {
+                    order.push(*row);
                     values.push(result.clone());
                 }
                 j = end;
@@ -261,8 +264,25 @@ impl OverAggregate {
     fn release(&mut self, upto: i64, out: &mut Output) -> Result<()> {
         let due = self.waiting.take_upto(upto)?;
         if !due.is_empty() {
+            // In time order (stable: rows at one time in arrival order), a chunk at a time
+            // so a watermark that releases many rows does not hold all their results at
+            // once; a chunk never splits the rows of one time (they may be peers).
             let rows = arrow::compute::concat_batches(&self.input_schema, &due)?;
-            self.take(&rows, out)?;
+            let times = self.waiting.times(&rows)?;
+            let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
+            order.sort_by_key(|i| times[*i as usize]);
+            let mut start = 0;
+            while start < order.len() {
+                let mut end = (start + CHUNK_ROWS).min(order.len());
+                while end < order.len()
+                    && times[order[end] as usize] == times[order[end - 1] as usize]
+                {
+                    end += 1;
+                }
+                let chunk = UInt32Array::from(order[start..end].to_vec());
+                self.take(&arrow::compute::take_record_batch(&rows, &chunk)?, out)?;
+                start = end;
+            }
         }
         // RANGE frames: a partition whose rows the next row's range cannot reach (every
         // row still to come is after the watermark) holds nothing any more.
@@ -476,7 +496,7 @@ impl Operator for OverAggregate {
             }
         } else if !self.partitions.is_empty() {
             let (keys, parts): (Vec<&OwnedRow>, Vec<&mut Partition>) =
-                self.partitions.iter_mut().map(|(k, p)| (&*k, p)).unzip();
+                self.partitions.iter_mut().unzip();
             let lasts = Int64Array::from_iter_values(parts.iter().map(|p| p.last));
             let mut columns = vec![(
                 Field::new("__last", DataType::Int64, false),

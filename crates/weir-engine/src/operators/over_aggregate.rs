@@ -9,9 +9,11 @@
 //!
 //! Each partition keeps one DataFusion `Accumulator` per aggregate. With an `UNBOUNDED
 //! PRECEDING` frame that is all its state (checkpointed as the accumulators' states). A
-//! bounded frame also keeps the rows in the frame (their aggregates' arguments): a row
-//! leaving the frame is taken back from retracting (sliding) accumulators, and a restore
-//! rebuilds the accumulators by feeding them the frame's rows again. In a `RANGE` frame
+//! bounded frame also keeps the rows in the frame — their aggregates' arguments and
+//! whether each aggregate's `FILTER` takes them, as one arrow `Row` each (compact: a few
+//! bytes per value) —: a row leaving the frame is taken back from retracting (sliding)
+//! accumulators, and a restore rebuilds the accumulators by feeding them the frame's rows
+//! again. In a `RANGE` frame
 //! rows at one time are peers and share one result; a partition whose rows have all left
 //! the range by the watermark is dropped.
 
@@ -24,7 +26,7 @@ use super::state::{item_batches, keyed_items};
 use super::time_buffer::TimeBuffer;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
-use arrow::row::{OwnedRow, RowConverter};
+use arrow::row::{OwnedRow, RowConverter, Rows, SortField};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -66,7 +68,34 @@ impl OperatorFactory for OverAggregateFactory {
 
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
         let width = self.input_schema.fields().len();
+        // A frame row's columns: every aggregate's arguments, then a flag per aggregate.
+        let mut arg_fields = Vec::new();
+        let mut widths = Vec::new();
+        for (a, spec) in self.aggregates.iter().enumerate() {
+            let exprs = spec.function.expressions();
+            widths.push(exprs.len());
+            for (j, e) in exprs.iter().enumerate() {
+                let data_type = e.data_type(&self.input_schema)?;
+                arg_fields.push(Field::new(format!("__arg_{a}_{j}"), data_type, true));
+            }
+        }
+        for a in 0..self.aggregates.len() {
+            arg_fields.push(Field::new(
+                format!("__passed_{a}"),
+                DataType::Boolean,
+                false,
+            ));
+        }
+        let args = RowConverter::new(
+            arg_fields
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
         Ok(Box::new(OverAggregate {
+            args,
+            arg_fields,
+            widths,
             partition: self.partition.clone(),
             processing_time: self.processing_time,
             frame: self.frame,
@@ -97,14 +126,20 @@ struct Partition {
     last: i64,
 }
 
-/// A row in a bounded frame: its time and, per aggregate, its arguments (one-row arrays),
-/// or `None` where the aggregate's `FILTER` left the row out.
+/// A row in a bounded frame: its time, and its arguments and `FILTER` flags encoded by
+/// [`OverAggregate::args`].
 struct FrameRow {
     time: i64,
-    args: Vec<Option<Vec<ArrayRef>>>,
+    args: OwnedRow,
 }
 
 struct OverAggregate {
+    /// Encodes a frame row's columns ([`OverAggregate::arg_fields`]).
+    args: RowConverter,
+    /// Every aggregate's arguments, then per aggregate whether its `FILTER` takes the row.
+    arg_fields: Vec<Field>,
+    /// How many arguments each aggregate has.
+    widths: Vec<usize>,
     partition: Vec<usize>,
     processing_time: bool,
     frame: OverFrame,
@@ -177,6 +212,10 @@ impl OverAggregate {
             let args = (0..self.aggregates.len())
                 .map(|a| inputs.columns(a, Some(&take)))
                 .collect::<Result<Vec<_>>>()?;
+            let encoded = match self.bounded() {
+                true => Some(self.encode(&args, group.len())?),
+                false => None,
+            };
             let mut j = 0;
             while j < group.len() {
                 let time = times[group[j] as usize];
@@ -188,15 +227,17 @@ impl OverAggregate {
                     }
                 }
                 for r in j..end {
-                    let row: Vec<Option<Vec<ArrayRef>>> = args
-                        .iter()
-                        .map(|(columns, filter)| {
-                            let passed =
-                                filter.as_ref().is_none_or(|f| f.is_valid(r) && f.value(r));
-                            passed.then(|| columns.iter().map(|c| c.slice(r, 1)).collect())
-                        })
-                        .collect();
-                    self.add(&mut partition, FrameRow { time, args: row })?;
+                    for (acc, (columns, filter)) in partition.accumulators.iter_mut().zip(&args) {
+                        if filter.as_ref().is_none_or(|f| f.is_valid(r) && f.value(r)) {
+                            let row: Vec<ArrayRef> =
+                                columns.iter().map(|c| c.slice(r, 1)).collect();
+                            acc.update_batch(&row)?;
+                        }
+                    }
+                    if let Some(encoded) = &encoded {
+                        let args = encoded.row(r).owned();
+                        partition.frame.push_back(FrameRow { time, args });
+                    }
                 }
                 self.slide(&mut partition, time)?;
                 let result = evaluate(&mut partition.accumulators)?;
@@ -225,21 +266,50 @@ impl OverAggregate {
         Ok(())
     }
 
-    /// Feeds a row to its partition's accumulators (and keeps it, in a bounded frame).
-    fn add(&self, partition: &mut Partition, row: FrameRow) -> Result<()> {
-        for (acc, args) in partition.accumulators.iter_mut().zip(&row.args) {
-            if let Some(args) = args {
-                acc.update_batch(args)?;
-            }
+    /// The frame rows of `n` rows whose aggregates' arguments and filters are `args`.
+    fn encode(&self, args: &[(Vec<ArrayRef>, Option<BooleanArray>)], n: usize) -> Result<Rows> {
+        let mut columns: Vec<ArrayRef> = args.iter().flat_map(|(c, _)| c.clone()).collect();
+        for (_, filter) in args {
+            let passed: BooleanArray = match filter {
+                Some(f) => (0..n).map(|r| Some(f.is_valid(r) && f.value(r))).collect(),
+                None => BooleanArray::from(vec![true; n]),
+            };
+            columns.push(Arc::new(passed));
         }
-        if self.bounded() {
-            partition.frame.push_back(row);
+        Ok(self.args.convert_columns(&columns)?)
+    }
+
+    /// Feeds frame rows (`columns` as [`Self::args`] decodes them) to `accumulators`, or
+    /// takes them back.
+    fn feed(
+        &self,
+        accumulators: &mut Accumulators,
+        columns: &[ArrayRef],
+        retract: bool,
+    ) -> Result<()> {
+        let flags = self.widths.iter().sum::<usize>();
+        let mut col = 0;
+        for (a, (acc, width)) in accumulators.iter_mut().zip(&self.widths).enumerate() {
+            let passed = columns[flags + a].as_boolean();
+            let values = match passed.true_count() == passed.len() {
+                true => columns[col..col + width].to_vec(),
+                false => columns[col..col + width]
+                    .iter()
+                    .map(|c| arrow::compute::filter(c, passed))
+                    .collect::<Result<Vec<_>, _>>()?,
+            };
+            col += width;
+            match retract {
+                true => acc.retract_batch(&values)?,
+                false => acc.update_batch(&values)?,
+            }
         }
         Ok(())
     }
 
     /// Takes back the rows that left the frame of a row at `time`.
     fn slide(&self, partition: &mut Partition, time: i64) -> Result<()> {
+        let mut gone = Vec::new();
         loop {
             let leaves = match (self.frame, partition.frame.front()) {
                 (OverFrame::Rows(Some(n)), Some(_)) => partition.frame.len() as u64 > n + 1,
@@ -249,15 +319,16 @@ impl OverAggregate {
                 _ => false,
             };
             if !leaves {
-                return Ok(());
+                break;
             }
-            let row = partition.frame.pop_front().expect("a row");
-            for (acc, args) in partition.accumulators.iter_mut().zip(&row.args) {
-                if let Some(args) = args {
-                    acc.retract_batch(args)?;
-                }
-            }
+            gone.push(partition.frame.pop_front().expect("a row"));
         }
+        if gone.is_empty() {
+            return Ok(());
+        }
+        // Oldest first, as sliding MIN/MAX expect.
+        let columns = self.args.convert_rows(gone.iter().map(|r| r.args.row()))?;
+        self.feed(&mut partition.accumulators, &columns, true)
     }
 
     /// Takes the rows the watermark `upto` has reached.
@@ -329,30 +400,8 @@ impl OverAggregate {
             Field::new("__time", DataType::Int64, false),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.time))),
         )];
-        for (a, spec) in self.aggregates.iter().enumerate() {
-            for (j, e) in spec.function.expressions().iter().enumerate() {
-                let data_type = e.data_type(&self.input_schema)?;
-                let nulls = arrow::array::new_null_array(&data_type, 1);
-                let parts: Vec<&dyn Array> = rows
-                    .iter()
-                    .map(|r| match &r.args[a] {
-                        Some(args) => args[j].as_ref(),
-                        None => nulls.as_ref(),
-                    })
-                    .collect();
-                columns.push((
-                    Field::new(format!("__arg_{a}_{j}"), data_type, true),
-                    arrow::compute::concat(&parts)?,
-                ));
-            }
-        }
-        for a in 0..self.aggregates.len() {
-            let passed: BooleanArray = rows.iter().map(|r| Some(r.args[a].is_some())).collect();
-            columns.push((
-                Field::new(format!("__passed_{a}"), DataType::Boolean, false),
-                Arc::new(passed),
-            ));
-        }
+        let decoded = self.args.convert_rows(rows.iter().map(|r| r.args.row()))?;
+        columns.extend(self.arg_fields.iter().cloned().zip(decoded));
         let key_columns = self.key_columns(&owners)?;
         Ok(Some(keyed_columns_batch(
             &self.input_schema,
@@ -367,31 +416,21 @@ impl OverAggregate {
         let k = keys::width(&self.partition);
         let key_rows = self.converter.convert_columns(&batch.columns()[..k])?;
         let times = batch.column(k).as_primitive::<Int64Type>().clone();
-        let widths: Vec<usize> = self
-            .aggregates
-            .iter()
-            .map(|a| a.function.expressions().len())
-            .collect();
-        let passed_at = k + 1 + widths.iter().sum::<usize>();
+        let columns = &batch.columns()[k + 1..];
+        let encoded = self.args.convert_columns(columns)?;
         for r in 0..batch.num_rows() {
-            let mut col = k + 1;
-            let mut args = Vec::with_capacity(widths.len());
-            for (a, width) in widths.iter().enumerate() {
-                let passed = batch.column(passed_at + a).as_boolean().value(r);
-                args.push(passed.then(|| {
-                    (col..col + width)
-                        .map(|c| batch.column(c).slice(r, 1))
-                        .collect()
-                }));
-                col += width;
-            }
             let key = key_rows.row(r).owned();
             let mut partition = match self.partitions.remove(&key) {
                 Some(p) => p,
                 None => self.new_partition()?,
             };
+            let row: Vec<ArrayRef> = columns.iter().map(|c| c.slice(r, 1)).collect();
+            self.feed(&mut partition.accumulators, &row, false)?;
             let time = times.value(r);
-            self.add(&mut partition, FrameRow { time, args })?;
+            partition.frame.push_back(FrameRow {
+                time,
+                args: encoded.row(r).owned(),
+            });
             partition.last = partition.last.max(time);
             self.partitions.insert(key, partition);
         }
@@ -470,7 +509,10 @@ impl Operator for OverAggregate {
             .values()
             .map(|p| {
                 p.accumulators.iter().map(|a| a.size()).sum::<usize>()
-                    + p.frame.len() * (16 + 16 * self.aggregates.len())
+                    + p.frame
+                        .iter()
+                        .map(|r| 48 + r.args.row().as_ref().len())
+                        .sum::<usize>()
             })
             .sum();
         partitions + self.waiting.bytes()

@@ -547,10 +547,6 @@ fn unsupported_flink_syntax_is_named() {
         &["line 2, column 8", "MATCH_RECOGNIZE is not supported yet"],
     );
     fails_with(
-        "SELECT *\nFROM o JOIN r FOR SYSTEM_TIME AS OF o.t ON o.k = r.k;",
-        &["line 2, column 15", "FOR SYSTEM_TIME AS OF"],
-    );
-    fails_with(
         "SELECT 1;\nALTER TABLE t MODIFY a BIGINT;",
         &[
             "line 2, column 15",
@@ -758,5 +754,36 @@ fn over_windows_streaming_cannot_run_are_refused_clearly() {
         ),
     ] {
         fails_with(&format!("{table}{query}"), &["line 2, column 1", wanted]);
+    }
+}
+
+#[test]
+fn temporal_joins_streaming_cannot_run_are_refused_clearly() {
+    let tables = "CREATE TABLE o (k INT, ts TIMESTAMP(3), pt AS PROCTIME(), WATERMARK FOR ts AS ts) \
+                  WITH ('connector' = 'datagen', 'number-of-rows' = '5');\n\
+                  CREATE TABLE v (k INT, x INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts, \
+                  PRIMARY KEY (k) NOT ENFORCED) \
+                  WITH ('connector' = 'datagen', 'number-of-rows' = '5');\n\
+                  CREATE TABLE nokey (k INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) \
+                  WITH ('connector' = 'datagen', 'number-of-rows' = '5');\n";
+    for (query, wanted) in [
+        (
+            "SELECT * FROM o JOIN nokey FOR SYSTEM_TIME AS OF o.ts AS n ON o.k = n.k;",
+            "requires primary key in versioned table",
+        ),
+        (
+            "SELECT * FROM o JOIN v FOR SYSTEM_TIME AS OF o.ts ON o.k = v.x;",
+            "primary key (k) must be in the temporal join's equality condition",
+        ),
+        (
+            "SELECT * FROM o JOIN v FOR SYSTEM_TIME AS OF o.pt ON o.k = v.k;",
+            "processing-time temporal joins (lookup joins) are not supported yet",
+        ),
+        (
+            "SELECT * FROM o FULL JOIN v FOR SYSTEM_TIME AS OF o.ts ON o.k = v.k;",
+            "a temporal join is a JOIN or LEFT JOIN",
+        ),
+    ] {
+        fails_with(&format!("{tables}{query}"), &["line 4, column 1", wanted]);
     }
 }

@@ -225,3 +225,8 @@ fn golden_temporal_sort_and_order_by_limit() {
 fn golden_over_aggregates() {
     golden("over");
 }
+
+#[test]
+fn golden_temporal_joins() {
+    golden("temporal_join");
+}

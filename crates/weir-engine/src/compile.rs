@@ -5,8 +5,8 @@
 use crate::operators::{
     CalcOperatorFactory, ChangelogNormalizeFactory, FinalTopNFactory, GroupAggregateFactory,
     JoinOperatorFactory, LimitFactory, OverAggregateFactory, SessionAggregateFactory,
-    TemporalSortFactory, TopNFactory, UnionOperatorFactory, WatermarkAssignerFactory,
-    WindowAggregateFactory,
+    TemporalJoinFactory, TemporalSortFactory, TopNFactory, UnionOperatorFactory,
+    WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -213,6 +213,47 @@ pub async fn compile_into(
                 );
                 v
             }
+            PlanNode::TemporalJoin {
+                left,
+                right,
+                left_keys,
+                right_keys,
+                left_time,
+                right_time,
+                kind,
+                filter,
+                schema,
+            } => {
+                let factory = TemporalJoinFactory {
+                    keys: [left_keys.clone(), right_keys.clone()],
+                    left_time: *left_time,
+                    right_time: *right_time,
+                    kind: *kind,
+                    filter: filter.clone(),
+                    inputs: [plan.output_schema(*left), plan.output_schema(*right)],
+                    schema: schema.clone(),
+                };
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("temporal-join"),
+                    name: factory.name(),
+                    parallelism: default_parallelism,
+                    source: None,
+                    operators: vec![Arc::new(factory)],
+                });
+                graph.connect(
+                    vertex_of[*left],
+                    v,
+                    Partitioning::Hash(left_keys.clone()),
+                    0,
+                );
+                graph.connect(
+                    vertex_of[*right],
+                    v,
+                    Partitioning::Hash(right_keys.clone()),
+                    1,
+                );
+                v
+            }
             PlanNode::WindowAggregate {
                 input,
                 keys,
@@ -299,6 +340,7 @@ pub async fn compile_into(
                 schema,
                 retract,
                 final_at,
+                every_change,
             } => {
                 let factory: Arc<dyn OperatorFactory> = match final_at {
                     Some(at) => Arc::new(FinalTopNFactory {
@@ -320,6 +362,7 @@ pub async fn compile_into(
                         schema: schema.clone(),
                         state_ttl,
                         retract: *retract,
+                        every_change: *every_change,
                     }),
                 };
                 keyed_vertex(

@@ -125,10 +125,6 @@ pub fn refused(p: &Parser) -> Option<ParserError> {
 const NOT_YET: &[(&[&str], &str)] = &[
     (&["MATCH_RECOGNIZE"], "MATCH_RECOGNIZE is not supported yet"),
     (
-        &["FOR", "SYSTEM_TIME", "AS", "OF"],
-        "temporal and lookup joins (FOR SYSTEM_TIME AS OF) are not supported yet",
-    ),
-    (
         &["LATERAL", "TABLE"],
         "table functions (LATERAL TABLE(…)) are not supported yet",
     ),

@@ -28,6 +28,11 @@ impl Dialect for FlinkDialect {
         true
     }
 
+    /// `FOR SYSTEM_TIME AS OF` (temporal joins).
+    fn supports_table_versioning(&self) -> bool {
+        true
+    }
+
     fn supports_group_by_expr(&self) -> bool {
         true
     }

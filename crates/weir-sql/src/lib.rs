@@ -30,6 +30,7 @@ pub mod plan;
 pub mod planner;
 pub mod source_scan;
 pub mod spill_dir;
+pub mod temporal_join;
 pub mod types;
 pub mod unnest;
 mod window_forms;

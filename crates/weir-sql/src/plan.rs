@@ -194,6 +194,9 @@ pub enum PlanNode {
         /// Window Top-N, window deduplication and keep-first deduplication on a rowtime:
         /// each partition is emitted once, append-only, when it becomes final.
         final_at: Option<FinalAt>,
+        /// Emit the change of every row, not one per partition and batch (a versioned
+        /// view: a temporal join needs every version).
+        every_change: bool,
     },
     /// Regular inner equi-join of two append-only inputs: every row is kept (keyed by the
     /// join columns) and joined with the rows of the other side that arrived before it.
@@ -216,6 +219,28 @@ pub enum PlanNode {
         /// excludes every left row, a NULL key on the left is excluded once the right is
         /// not empty. Its state is global, so it runs as one subtask.
         null_aware: bool,
+    },
+    /// Event-time temporal join (`JOIN v FOR SYSTEM_TIME AS OF probe.rowtime ON …`): each
+    /// row of the probe side (left), once the watermark passes its time, joins the version
+    /// of the versioned side (right) valid at that time — per key, the latest at or before
+    /// it — or, in a LEFT join, is padded with NULLs when there is none. Append-only; the
+    /// output keeps the probe side's time attribute.
+    TemporalJoin {
+        left: usize,
+        right: usize,
+        /// The columns that key the versions: the versioned side's primary key, and the
+        /// probe side's columns equal to it.
+        left_keys: Vec<usize>,
+        right_keys: Vec<usize>,
+        /// The probe side's time column.
+        left_time: usize,
+        /// The versioned side's event-time column (when each version starts).
+        right_time: usize,
+        /// `Inner` or `LeftOuter`.
+        kind: JoinKind,
+        /// Other conditions, over the joined row: a version that fails them is no match.
+        filter: Option<PhysicalExprRef>,
+        schema: SchemaRef,
     },
     /// `LIMIT fetch OFFSET skip` over an append-only input: rows `skip .. skip + fetch`
     /// in arrival order, in one subtask.
@@ -310,6 +335,7 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
             | PlanNode::TopN { schema, .. }
             | PlanNode::TemporalSort { schema, .. }
             | PlanNode::OverAggregate { schema, .. }
+            | PlanNode::TemporalJoin { schema, .. }
             | PlanNode::Join { schema, .. }
             | PlanNode::Union { schema, .. }
             | PlanNode::Collect { schema, .. } => schema.clone(),
@@ -384,6 +410,10 @@ pub fn is_rowtime(nodes: &[PlanNode], n: usize, col: usize) -> bool {
         PlanNode::TemporalSort { input, .. } | PlanNode::Limit { input, .. } => {
             is_rowtime(nodes, *input, col)
         }
+        // A temporal join keeps the probe side's time attribute.
+        PlanNode::TemporalJoin { left, .. } => {
+            col < output_schema_in(nodes, *left).fields().len() && is_rowtime(nodes, *left, col)
+        }
         // An OVER aggregate keeps its input's columns in place (and their time attributes).
         PlanNode::OverAggregate { input, .. } => {
             col < output_schema_in(nodes, *input).fields().len() && is_rowtime(nodes, *input, col)
@@ -416,6 +446,7 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             PlanNode::Scan { .. }
             | PlanNode::Values { .. }
             | PlanNode::OverAggregate { .. }
+            | PlanNode::TemporalJoin { .. }
             | PlanNode::WindowAggregate { .. }
             | PlanNode::SessionAggregate { .. } => None,
             PlanNode::GroupAggregate { .. } => Some("GroupAggregate"),
@@ -616,7 +647,7 @@ pub fn is_time_attribute(nodes: &[PlanNode], n: usize, col: usize) -> bool {
             passed_through(steps, col).is_some_and(|c| is_time_attribute(nodes, *input, c))
         }
         PlanNode::Union { inputs, .. } => inputs.iter().all(|i| is_time_attribute(nodes, *i, col)),
-        PlanNode::OverAggregate { input, .. } => {
+        PlanNode::OverAggregate { input, .. } | PlanNode::TemporalJoin { left: input, .. } => {
             col < output_schema_in(nodes, *input).fields().len()
                 && is_time_attribute(nodes, *input, col)
         }

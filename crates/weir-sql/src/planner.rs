@@ -256,6 +256,7 @@ impl Planner {
             ctx.register_udf(crate::group_windows::WindowKey::udf(name));
         }
         ctx.register_udf(crate::group_windows::ProcTime::udf());
+        ctx.register_udf(crate::temporal_join::Temporal::udf());
         for f in crate::window_lists::WindowList::udfs()
             .into_iter()
             .chain(crate::unnest::udfs())
@@ -444,6 +445,22 @@ impl Planner {
     /// Plans a query to an unoptimized logical plan.
     async fn logical(&self, query: &Query) -> Result<LogicalPlan> {
         let mut query = query.clone();
+        let versioned = crate::temporal_join::versioned_tables(&mut query);
+        if !versioned.is_empty() {
+            let mut columns = std::collections::HashMap::new();
+            for name in versioned {
+                let text = name.to_string();
+                if let Ok(table) = self.ctx.table_provider(text.as_str()).await {
+                    let schema = table.schema();
+                    let names = schema.fields().iter().map(|f| f.name().clone());
+                    columns.insert(text, names.collect::<Vec<_>>());
+                }
+            }
+            crate::temporal_join::rewrite(&mut query, &|name| {
+                columns.get(&name.to_string()).cloned()
+            })
+            .map_err(Error::plan)?;
+        }
         crate::functions::rewrite_window_tvfs(&mut query).map_err(Error::plan)?;
         crate::unnest::rewrite_unnest_joins(&mut query).map_err(Error::plan)?;
         crate::functions::rewrite(&mut query);

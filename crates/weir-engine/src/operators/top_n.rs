@@ -48,6 +48,9 @@ pub struct TopNFactory {
     pub state_ttl: Option<std::time::Duration>,
     /// The input is a changelog: keep every row, take retracted rows back.
     pub retract: bool,
+    /// Emit the change of every row (each version of a versioned view), not one per
+    /// partition and batch.
+    pub every_change: bool,
 }
 
 impl OperatorFactory for TopNFactory {
@@ -95,6 +98,7 @@ impl OperatorFactory for TopNFactory {
             limit: self.limit,
             offset: self.offset,
             retract: self.retract,
+            every_change: self.every_change,
             replace_ties: !self.retract
                 && self.limit == 1
                 && matches!(self.order.as_slice(), [(c, o)] if o.descending
@@ -137,6 +141,7 @@ struct TopN {
     /// Deduplication keeping the last row by a time column (`ORDER BY ts DESC`, n = 1):
     /// as in Flink, a row with the same time replaces the kept one.
     replace_ties: bool,
+    every_change: bool,
     /// The type of the row-number column, when the output has one.
     row_number: Option<DataType>,
     input_schema: SchemaRef,
@@ -328,14 +333,21 @@ impl Operator for TopN {
         for rows in members {
             let key = partition.row(rows[0]).owned();
             let mut top = self.tops.remove(&key).map(|t| t.0).unwrap_or_default();
-            let old: Vec<Entry> = (top.iter().take(self.limit).skip(self.offset))
+            let mut old: Vec<Entry> = (top.iter().take(self.limit).skip(self.offset))
                 .cloned()
                 .collect();
             let mut changed = false;
             for i in rows {
                 let sort = order.row(i);
                 if changelog::kind_at(ops.as_ref(), i).is_retraction() {
-                    changed |= Self::remove(&mut top, self.limit, sort, full.row(i));
+                    let now = Self::remove(&mut top, self.limit, sort, full.row(i));
+                    if now && self.every_change {
+                        let shown = &top[self.offset.min(top.len())..top.len().min(self.limit)];
+                        self.diff(&old, shown, &mut changes);
+                        old = shown.to_vec();
+                    } else {
+                        changed |= now;
+                    }
                     continue;
                 }
                 let beaten =
@@ -349,8 +361,15 @@ impl Operator for TopN {
                     row: full.row(i).owned(),
                 };
                 self.next_id += 1;
-                changed |=
+                let now =
                     Self::insert(&mut top, self.limit, self.replace_ties, self.retract, entry);
+                if now && self.every_change {
+                    let shown = &top[self.offset.min(top.len())..top.len().min(self.limit)];
+                    self.diff(&old, shown, &mut changes);
+                    old = shown.to_vec();
+                } else {
+                    changed |= now;
+                }
             }
             if changed {
                 let shown = &top[self.offset.min(top.len())..top.len().min(self.limit)];

@@ -10,6 +10,7 @@ pub(super) mod over;
 mod scan;
 mod sort;
 mod subquery;
+mod temporal;
 mod top_n;
 
 impl Planner {
@@ -71,6 +72,9 @@ impl Planner {
                 Ok((node, steps))
             }
             LogicalPlan::SubqueryAlias(a) => self.translate(&a.input, nodes),
+            LogicalPlan::Join(j) if temporal::is_temporal(j) => {
+                self.translate_temporal_join(j, nodes)
+            }
             LogicalPlan::Join(j) if j.on.is_empty() => {
                 self.translate(&subquery::with_constant_key(j), nodes)
             }

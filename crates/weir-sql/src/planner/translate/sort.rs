@@ -106,6 +106,7 @@ impl Planner {
             schema,
             retract,
             final_at: None,
+            every_change: false,
         });
         Ok((nodes.len() - 1, Vec::new()))
     }

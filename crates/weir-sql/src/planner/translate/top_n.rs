@@ -173,6 +173,7 @@ impl Planner {
             schema,
             retract,
             final_at,
+            every_change: false,
         });
         // The other conditions read the window's columns; without the row number those
         // are the input's, at the same positions.

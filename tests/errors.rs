@@ -776,14 +776,21 @@ fn temporal_joins_streaming_cannot_run_are_refused_clearly() {
             "primary key (k) must be in the temporal join's equality condition",
         ),
         (
-            "SELECT * FROM o JOIN v FOR SYSTEM_TIME AS OF o.pt ON o.k = v.k;",
-            "processing-time temporal joins (lookup joins) are not supported yet",
-        ),
-        (
             "SELECT * FROM o FULL JOIN v FOR SYSTEM_TIME AS OF o.ts ON o.k = v.k;",
             "a temporal join is a JOIN or LEFT JOIN",
         ),
     ] {
         fails_with(&format!("{tables}{query}"), &["line 4, column 1", wanted]);
     }
+    // A lookup join reads a table whole; an aggregate is not one.
+    fails_with(
+        &format!(
+            "{tables}CREATE VIEW counts AS SELECT k, COUNT(*) AS n FROM v GROUP BY k;\n\
+             SELECT * FROM o JOIN counts FOR SYSTEM_TIME AS OF o.pt AS c ON o.k = c.k;"
+        ),
+        &[
+            "line 5, column 1",
+            "a lookup join (FOR SYSTEM_TIME AS OF a PROCTIME()) reads a table",
+        ],
+    );
 }

@@ -135,7 +135,11 @@ fn drop_file(dir: &std::path::Path, i: u64) {
     std::fs::rename(&hidden, dir.join(format!("part-{i:03}.csv"))).unwrap();
 }
 
-fn wait_for(what: &str, child: &mut std::process::Child, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_for(
+    what: &str,
+    child: &mut std::process::Child,
+    mut done: impl FnMut() -> bool,
+) {
     let started = std::time::Instant::now();
     while !done() {
         assert!(

@@ -12,6 +12,7 @@ mod flink;
 mod golden;
 mod kafka;
 mod library;
+mod lookup;
 mod nexmark;
 mod over;
 mod parity;

@@ -4,9 +4,9 @@
 
 use crate::operators::{
     CalcOperatorFactory, ChangelogNormalizeFactory, FinalTopNFactory, GroupAggregateFactory,
-    JoinOperatorFactory, LimitFactory, OverAggregateFactory, SessionAggregateFactory,
-    TemporalJoinFactory, TemporalSortFactory, TopNFactory, UnionOperatorFactory,
-    WatermarkAssignerFactory, WindowAggregateFactory,
+    JoinOperatorFactory, LimitFactory, LookupJoinFactory, OverAggregateFactory,
+    SessionAggregateFactory, TemporalJoinFactory, TemporalSortFactory, TopNFactory,
+    UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -252,6 +252,38 @@ pub async fn compile_into(
                     Partitioning::Hash(right_keys.clone()),
                     1,
                 );
+                v
+            }
+            PlanNode::LookupJoin {
+                left,
+                table,
+                table_filter,
+                left_keys,
+                right_keys,
+                kind,
+                filter,
+                schema,
+            } => {
+                let factory = LookupJoinFactory {
+                    table: table.clone(),
+                    table_filter: table_filter.clone(),
+                    keys: [left_keys.clone(), right_keys.clone()],
+                    kind: *kind,
+                    filter: filter.clone(),
+                    input_schema: plan.output_schema(*left),
+                    schema: schema.clone(),
+                };
+                // Each subtask reads the whole table: the probe rows need no exchange.
+                let from = vertex_of[*left];
+                let parallelism = graph.vertices[from].parallelism;
+                let v = graph.add_vertex(Vertex {
+                    uid: uid("lookup-join"),
+                    name: factory.name(),
+                    parallelism,
+                    source: None,
+                    operators: vec![Arc::new(factory)],
+                });
+                graph.connect(from, v, Partitioning::Forward, 0);
                 v
             }
             PlanNode::WindowAggregate {

@@ -242,6 +242,25 @@ pub enum PlanNode {
         filter: Option<PhysicalExprRef>,
         schema: SchemaRef,
     },
+    /// Processing-time temporal join, a lookup join (`JOIN d FOR SYSTEM_TIME AS OF
+    /// probe.proctime ON …`): each probe row, as it arrives, joins the rows of table `d`
+    /// with its key, read whole and kept for `lookup.join.cache.ttl` (a LEFT join pads a
+    /// row without any). The output keeps the probe side's row kinds.
+    LookupJoin {
+        left: usize,
+        /// The table looked up.
+        table: Arc<TableDef>,
+        /// Conditions on the table's own rows (over its full schema).
+        table_filter: Option<PhysicalExprRef>,
+        /// Key columns of the probe side and of the table.
+        left_keys: Vec<usize>,
+        right_keys: Vec<usize>,
+        /// `Inner` or `LeftOuter`.
+        kind: JoinKind,
+        /// Other conditions, over the joined row.
+        filter: Option<PhysicalExprRef>,
+        schema: SchemaRef,
+    },
     /// `LIMIT fetch OFFSET skip` over an append-only input: rows `skip .. skip + fetch`
     /// in arrival order, in one subtask.
     Limit {
@@ -336,6 +355,7 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
             | PlanNode::TemporalSort { schema, .. }
             | PlanNode::OverAggregate { schema, .. }
             | PlanNode::TemporalJoin { schema, .. }
+            | PlanNode::LookupJoin { schema, .. }
             | PlanNode::Join { schema, .. }
             | PlanNode::Union { schema, .. }
             | PlanNode::Collect { schema, .. } => schema.clone(),
@@ -458,6 +478,7 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             PlanNode::Calc { input, .. }
             | PlanNode::Limit { input, .. }
             | PlanNode::TemporalSort { input, .. }
+            | PlanNode::LookupJoin { left: input, .. }
             | PlanNode::Sink { input, .. }
             | PlanNode::Collect { input, .. } => updates_in(nodes, *input),
             PlanNode::Union { inputs, .. } => inputs.iter().find_map(|i| updates_in(nodes, *i)),

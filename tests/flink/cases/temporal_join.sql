@@ -1,5 +1,5 @@
 -- modes: streaming
--- description: event-time temporal joins (FOR SYSTEM_TIME AS OF the probe side's rowtime) against a versioned table (a PRIMARY KEY and a watermark) and against a versioned view (a deduplication keeping each key's last row): each order joins the rate valid at its time (the version with the latest time at or before it); inner joins drop orders before their currency's first version, left joins keep them with NULLs; append-only output.
+-- description: event-time temporal joins (FOR SYSTEM_TIME AS OF the probe side's rowtime) against a versioned table (a PRIMARY KEY and a watermark) and against a versioned view (a deduplication keeping each key's last row): each order joins the rate valid at its time (the version with the latest time at or before it); inner joins drop orders before their currency's first version, left joins keep them with NULLs; append-only output. (Flink's filesystem tables cannot be looked up, so Weir's lookup joins are tested in tests/lookup.rs.)
 CREATE TABLE orders (
   order_id INT,
   currency STRING,

@@ -56,7 +56,8 @@ macro_rules! file_options {
     };
 }
 
-pub const SOURCE_OPTIONS: &[&str] = file_options!("source.monitor-interval");
+pub const SOURCE_OPTIONS: &[&str] =
+    file_options!("source.monitor-interval", "lookup.join.cache.ttl");
 
 pub const SINK_OPTIONS: &[&str] = file_options!(
     "sink.rolling-policy.file-size",

@@ -73,6 +73,9 @@ impl Planner {
             }
         }
         let left = self.translate_into_node(&j.left, nodes)?;
+        if crate::plan::is_processing_time(nodes, left, left_time) {
+            return self.translate_lookup_join(j, kind, left, pairs, residual, nodes);
+        }
         let right = self.translate_into_node(&j.right, nodes)?;
         // A versioned view (a deduplication keeping each key's last row): every change is a
         // version, so the deduplication emits them all.
@@ -92,12 +95,6 @@ impl Planner {
             return Err(Error::plan(format!(
                 "the table joined FOR SYSTEM_TIME AS OF another is updated by {producer}: a \
                  temporal join's probe side must be append-only"
-            )));
-        }
-        if crate::plan::is_processing_time(nodes, left, left_time) {
-            return Err(Error::plan(format!(
-                "FOR SYSTEM_TIME AS OF {time}: processing-time temporal joins (lookup joins) are \
-                 not supported yet; join on the probe side's rowtime (an event-time temporal join)"
             )));
         }
         if !crate::plan::is_time_attribute(nodes, left, left_time) {
@@ -159,6 +156,71 @@ impl Planner {
             right_keys,
             left_time,
             right_time: *right_time,
+            kind,
+            filter,
+            schema: Arc::new(j.schema.as_arrow().clone()),
+        });
+        Ok((nodes.len() - 1, Vec::new()))
+    }
+}
+
+impl Planner {
+    /// `o JOIN d FOR SYSTEM_TIME AS OF o.proctime ON …` as a [`PlanNode::LookupJoin`]: `d`
+    /// is a table (maybe filtered), read whole by the join.
+    fn translate_lookup_join(
+        &self,
+        j: &datafusion::logical_expr::Join,
+        kind: JoinKind,
+        left: usize,
+        pairs: Vec<(usize, usize)>,
+        residual: Vec<Expr>,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        let mut plan = j.right.as_ref();
+        let mut filters = Vec::new();
+        let scan = loop {
+            match plan {
+                LogicalPlan::SubqueryAlias(a) => plan = &a.input,
+                LogicalPlan::Filter(f) => {
+                    filters.push(f.predicate.clone());
+                    plan = &f.input;
+                }
+                LogicalPlan::TableScan(scan) => break scan,
+                other => {
+                    let what = other.display().to_string();
+                    return Err(Error::plan(format!(
+                        "a lookup join (FOR SYSTEM_TIME AS OF a PROCTIME()) reads a table, \
+                         not {}",
+                        what.split(':').next().unwrap_or_default()
+                    )));
+                }
+            }
+        };
+        let table = table_of_scan(scan)
+            .ok_or_else(|| Error::plan(format!("'{}' cannot be looked up", scan.table_name)))?;
+        let width = table.schema.fields().len();
+        let whole = match &scan.projection {
+            None => true,
+            Some(p) => p.len() == width && p.iter().enumerate().all(|(i, c)| i == *c),
+        };
+        if !whole || j.right.schema().fields().len() != width {
+            return Err(Error::internal("a lookup join's table is not read whole"));
+        }
+        let table_filter = match datafusion::logical_expr::utils::conjunction(filters) {
+            Some(e) => Some(self.physical(&e, scan.projected_schema.as_ref())?),
+            None => None,
+        };
+        let filter = match datafusion::logical_expr::utils::conjunction(residual) {
+            Some(e) => Some(self.physical(&e, &j.schema)?),
+            None => None,
+        };
+        let (left_keys, right_keys) = pairs.into_iter().unzip();
+        nodes.push(PlanNode::LookupJoin {
+            left,
+            table,
+            table_filter,
+            left_keys,
+            right_keys,
             kind,
             filter,
             schema: Arc::new(j.schema.as_arrow().clone()),

@@ -156,12 +156,13 @@ pub fn rewrite(
     })
 }
 
+/// What [`walk`] calls: a table factor and the operator of the join it is the right side
+/// of (none for the first table of a `FROM`).
+type Visit<'a> = dyn FnMut(Option<&mut JoinOperator>, &mut TableFactor) -> Result<(), String> + 'a;
+
 /// Calls `f` with every table factor of `query` (also in subqueries of `FROM` and in
 /// `WITH`), and the operator of the join it is the right side of.
-fn walk(
-    query: &mut Query,
-    f: &mut dyn FnMut(Option<&mut JoinOperator>, &mut TableFactor) -> Result<(), String>,
-) -> Result<(), String> {
+fn walk(query: &mut Query, f: &mut Visit<'_>) -> Result<(), String> {
     if let Some(with) = &mut query.with {
         for cte in &mut with.cte_tables {
             walk(&mut cte.query, f)?;
@@ -170,10 +171,7 @@ fn walk(
     set_expr(&mut query.body, f)
 }
 
-fn set_expr(
-    body: &mut SetExpr,
-    f: &mut dyn FnMut(Option<&mut JoinOperator>, &mut TableFactor) -> Result<(), String>,
-) -> Result<(), String> {
+fn set_expr(body: &mut SetExpr, f: &mut Visit<'_>) -> Result<(), String> {
     match body {
         SetExpr::Select(select) => self::select(select, f),
         SetExpr::SetOperation { left, right, .. } => {
@@ -185,10 +183,7 @@ fn set_expr(
     }
 }
 
-fn select(
-    select: &mut Select,
-    f: &mut dyn FnMut(Option<&mut JoinOperator>, &mut TableFactor) -> Result<(), String>,
-) -> Result<(), String> {
+fn select(select: &mut Select, f: &mut Visit<'_>) -> Result<(), String> {
     for t in &mut select.from {
         factor(None, &mut t.relation, f)?;
         for j in &mut t.joins {
@@ -201,7 +196,7 @@ fn select(
 fn factor(
     join_operator: Option<&mut JoinOperator>,
     relation: &mut TableFactor,
-    f: &mut dyn FnMut(Option<&mut JoinOperator>, &mut TableFactor) -> Result<(), String>,
+    f: &mut Visit<'_>,
 ) -> Result<(), String> {
     match relation {
         TableFactor::Derived { subquery, .. } => walk(subquery, f),

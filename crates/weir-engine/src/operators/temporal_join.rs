@@ -134,12 +134,12 @@ impl TemporalJoin {
         skip: &[bool],
     ) -> Result<()> {
         let times = weir_sql::group_windows::epoch_millis(data.column(self.right_time))?;
-        let keys = self
-            .key_converter
-            .convert_columns(&keys::columns(data, &self.keys[1]))?;
+        let key_columns = keys::columns(data, &self.keys[1]);
+        let keys = self.key_converter.convert_columns(&key_columns)?;
         let rows = self.row_converter.convert_columns(data.columns())?;
         for i in 0..data.num_rows() {
-            if skip[i] || times.is_null(i) {
+            // SQL equality: a version with a NULL key matches no row.
+            if skip[i] || times.is_null(i) || key_columns.iter().any(|c| c.is_null(i)) {
                 continue;
             }
             let key = keys.row(i).owned();

@@ -39,6 +39,28 @@ fn keyed_vertex(
     v
 }
 
+/// Adds a vertex running `factory` over two inputs (ports 0 and 1), each hash-partitioned
+/// on its keys.
+fn two_input_vertex(
+    graph: &mut JobGraph,
+    uid: String,
+    factory: Arc<dyn OperatorFactory>,
+    inputs: [(usize, &[usize]); 2],
+    parallelism: usize,
+) -> usize {
+    let v = graph.add_vertex(Vertex {
+        uid,
+        name: factory.name(),
+        parallelism,
+        source: None,
+        operators: vec![factory],
+    });
+    for (port, (from, keys)) in inputs.into_iter().enumerate() {
+        graph.connect(from, v, Partitioning::Hash(keys.to_vec()), port);
+    }
+    v
+}
+
 /// Source vertices already in the graph, by table (its definition's address: a table
 /// dropped and created again is another table) and whether they assign watermarks.
 pub type ScanVertices = std::collections::HashMap<(usize, bool), usize>;
@@ -191,27 +213,17 @@ pub async fn compile_into(
                     updating: plan.updates(*left).is_some() || plan.updates(*right).is_some(),
                     null_aware: *null_aware,
                 };
-                let v = graph.add_vertex(Vertex {
-                    uid: uid("join"),
-                    name: factory.name(),
+                two_input_vertex(
+                    graph,
+                    uid("join"),
+                    Arc::new(factory),
+                    [
+                        (vertex_of[*left], left_keys),
+                        (vertex_of[*right], right_keys),
+                    ],
                     // A null-aware anti join's state is global (any NULL on the right).
-                    parallelism: if *null_aware { 1 } else { default_parallelism },
-                    source: None,
-                    operators: vec![Arc::new(factory)],
-                });
-                graph.connect(
-                    vertex_of[*left],
-                    v,
-                    Partitioning::Hash(left_keys.clone()),
-                    0,
-                );
-                graph.connect(
-                    vertex_of[*right],
-                    v,
-                    Partitioning::Hash(right_keys.clone()),
-                    1,
-                );
-                v
+                    if *null_aware { 1 } else { default_parallelism },
+                )
             }
             PlanNode::TemporalJoin {
                 left,
@@ -233,26 +245,16 @@ pub async fn compile_into(
                     inputs: [plan.output_schema(*left), plan.output_schema(*right)],
                     schema: schema.clone(),
                 };
-                let v = graph.add_vertex(Vertex {
-                    uid: uid("temporal-join"),
-                    name: factory.name(),
-                    parallelism: default_parallelism,
-                    source: None,
-                    operators: vec![Arc::new(factory)],
-                });
-                graph.connect(
-                    vertex_of[*left],
-                    v,
-                    Partitioning::Hash(left_keys.clone()),
-                    0,
-                );
-                graph.connect(
-                    vertex_of[*right],
-                    v,
-                    Partitioning::Hash(right_keys.clone()),
-                    1,
-                );
-                v
+                two_input_vertex(
+                    graph,
+                    uid("temporal-join"),
+                    Arc::new(factory),
+                    [
+                        (vertex_of[*left], left_keys),
+                        (vertex_of[*right], right_keys),
+                    ],
+                    default_parallelism,
+                )
             }
             PlanNode::LookupJoin {
                 left,

@@ -448,16 +448,8 @@ fn aggregate(agg: Aggregate) -> Result<Transformed<LogicalPlan>> {
         {
             // Flink's GROUPING and GROUPING_ID are BIGINT (DataFusion's INT).
             target = Some(DataType::Int64);
-        } else if let Some(AggregateFunction { func, params }) = f
-            && params.args.len() == 1
-        {
-            let arg_type = params.args[0].get_type(&input)?;
-            if let Some((arg_cast, result)) = flink_aggregate_type(func.name(), &arg_type) {
-                if let Some(t) = arg_cast {
-                    params.args[0] = cast(params.args[0].clone(), t);
-                }
-                target = Some(result);
-            }
+        } else if let Some(AggregateFunction { func, params }) = f {
+            target = flink_argument(func.name(), &mut params.args, &input)?;
         }
         casts.push(target);
         aggr_expr.push(e);
@@ -473,6 +465,26 @@ fn aggregate(agg: Aggregate) -> Result<Transformed<LogicalPlan>> {
     cast_results(&original, &casts, LogicalPlan::Aggregate(new))
 }
 
+/// For an aggregate `function` of one argument whose result type Flink's differs from
+/// DataFusion's ([`flink_aggregate_type`]): casts the argument where it must be, and gives
+/// the type to cast the result to.
+fn flink_argument(
+    function: &str,
+    args: &mut [Expr],
+    input: &datafusion::common::DFSchema,
+) -> Result<Option<DataType>> {
+    let [arg] = args else {
+        return Ok(None);
+    };
+    let Some((arg_cast, result)) = flink_aggregate_type(function, &arg.get_type(input)?) else {
+        return Ok(None);
+    };
+    if let Some(t) = arg_cast {
+        *arg = cast(arg.clone(), t);
+    }
+    Ok(Some(result))
+}
+
 /// `SUM`/`AVG` OVER windows with Flink's result types, as [`aggregate`] does for groups.
 fn window(w: Window) -> Result<Transformed<LogicalPlan>> {
     let input = w.input.schema().clone();
@@ -483,15 +495,8 @@ fn window(w: Window) -> Result<Transformed<LogicalPlan>> {
         let mut target = None;
         if let Expr::WindowFunction(f) = &mut e
             && let WindowFunctionDefinition::AggregateUDF(func) = &f.fun
-            && f.params.args.len() == 1
         {
-            let arg_type = f.params.args[0].get_type(&input)?;
-            if let Some((arg_cast, result)) = flink_aggregate_type(func.name(), &arg_type) {
-                if let Some(t) = arg_cast {
-                    f.params.args[0] = cast(f.params.args[0].clone(), t);
-                }
-                target = Some(result);
-            }
+            target = flink_argument(func.name(), &mut f.params.args, &input)?;
         }
         casts.push(target);
         window_expr.push(e);

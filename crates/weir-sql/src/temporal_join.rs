@@ -64,7 +64,7 @@ impl ScalarUDFImpl for Temporal {
 /// The tables of `query` read `FOR SYSTEM_TIME AS OF` (to find their columns).
 pub fn versioned_tables(query: &mut Query) -> Vec<ObjectName> {
     let mut found = Vec::new();
-    let _ = walk(query, &mut |join_operator, relation| {
+    let _ = walk(query, &mut |_, relation| {
         if let TableFactor::Table {
             name,
             version: Some(TableVersion::ForSystemTimeAsOf(_)),
@@ -73,7 +73,6 @@ pub fn versioned_tables(query: &mut Query) -> Vec<ObjectName> {
         {
             found.push(name.clone());
         }
-        let _ = join_operator;
         Ok(())
     });
     found

@@ -46,6 +46,20 @@ pub fn nullable(schema: &Schema) -> SchemaRef {
     ))
 }
 
+/// The rows of `left` padded with NULLs for every column of `right`, as `schema` (an
+/// outer join's rows without a match).
+pub fn null_padded(left: &RecordBatch, right: &Schema, schema: &SchemaRef) -> Result<RecordBatch> {
+    let n = left.num_rows();
+    let mut columns = left.columns().to_vec();
+    columns.extend(
+        right
+            .fields()
+            .iter()
+            .map(|f| arrow::array::new_null_array(f.data_type(), n)),
+    );
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
 /// The names of columns `cols` of `schema`, comma-separated (for operator names).
 pub fn names(schema: &Schema, cols: &[usize]) -> String {
     cols.iter()

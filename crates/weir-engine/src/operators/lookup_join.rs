@@ -196,10 +196,7 @@ impl Operator for LookupJoin {
             None => BooleanArray::from(vec![true; joined.num_rows()]),
             Some(f) => {
                 let mask = f.evaluate(&joined)?.into_array(joined.num_rows())?;
-                let mask = mask.as_boolean();
-                (0..mask.len())
-                    .map(|r| Some(mask.is_valid(r) && mask.value(r)))
-                    .collect()
+                arrow::compute::prep_null_mask_filter(mask.as_boolean())
             }
         };
         let kept: Vec<u32> = (0..joined.num_rows() as u32)
@@ -217,21 +214,11 @@ impl Operator for LookupJoin {
                 .filter(|i| !matched[*i as usize])
                 .collect();
             if !unmatched.is_empty() {
-                let n = unmatched.len();
-                let mut columns = arrow::compute::take_record_batch(
+                let probe_rows = arrow::compute::take_record_batch(
                     &data,
                     &UInt32Array::from(unmatched.clone()),
-                )?
-                .columns()
-                .to_vec();
-                columns.extend(
-                    self.table
-                        .schema
-                        .fields()
-                        .iter()
-                        .map(|f| arrow::array::new_null_array(f.data_type(), n)),
-                );
-                let padded = RecordBatch::try_new(self.relaxed.clone(), columns)?;
+                )?;
+                let padded = keys::null_padded(&probe_rows, &self.table.schema, &self.relaxed)?;
                 rows_out = arrow::compute::concat_batches(&self.relaxed, [&rows_out, &padded])?;
                 probe_of.extend(unmatched);
             }

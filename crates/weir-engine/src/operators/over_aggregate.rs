@@ -22,7 +22,7 @@ use super::aggregate::{
     restore_accumulators, state_columns, value_columns,
 };
 use super::keys;
-use super::state::{item_batches, keyed_items};
+use super::state::{item_batches, tagged_keyed_items};
 use super::time_buffer::TimeBuffer;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
@@ -271,7 +271,7 @@ impl OverAggregate {
         let mut columns: Vec<ArrayRef> = args.iter().flat_map(|(c, _)| c.clone()).collect();
         for (_, filter) in args {
             let passed: BooleanArray = match filter {
-                Some(f) => (0..n).map(|r| Some(f.is_valid(r) && f.value(r))).collect(),
+                Some(f) => arrow::compute::prep_null_mask_filter(f),
                 None => BooleanArray::from(vec![true; n]),
             };
             columns.push(Arc::new(passed));
@@ -377,11 +377,6 @@ impl OverAggregate {
         Ok(())
     }
 
-    /// The partitions' key columns, in the order of `keys`.
-    fn key_columns(&self, keys: &[&OwnedRow]) -> Result<Vec<ArrayRef>> {
-        Ok(self.converter.convert_rows(keys.iter().map(|k| k.row()))?)
-    }
-
     /// The bounded frames as one table: a row per frame row (partition columns, `__time`,
     /// every aggregate's arguments, then whether each aggregate takes the row).
     fn frames_batch(&self) -> Result<Option<RecordBatch>> {
@@ -402,7 +397,9 @@ impl OverAggregate {
         )];
         let decoded = self.args.convert_rows(rows.iter().map(|r| r.args.row()))?;
         columns.extend(self.arg_fields.iter().cloned().zip(decoded));
-        let key_columns = self.key_columns(&owners)?;
+        let key_columns = self
+            .converter
+            .convert_rows(owners.iter().map(|k| k.row()))?;
         Ok(Some(keyed_columns_batch(
             &self.input_schema,
             &self.partition,
@@ -521,20 +518,14 @@ impl Operator for OverAggregate {
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
         let hashed: Vec<usize> = (0..self.partition.len()).collect();
-        let tag = |state: &mut OperatorState, items: std::ops::Range<usize>, part: &str| {
-            for item in &mut state.items[items] {
-                item["part"] = serde_json::json!(part);
-            }
-        };
+        let max = self.max_parallelism;
         if !self.waiting.is_empty() {
             let all = arrow::compute::concat_batches(&self.input_schema, self.waiting.batches())?;
-            let items = keyed_items(&all, &self.partition, self.max_parallelism, &mut state)?;
-            tag(&mut state, items, "waiting");
+            tagged_keyed_items(&all, &self.partition, max, &mut state, ("part", "waiting"))?;
         }
         if self.bounded() {
             if let Some(frames) = self.frames_batch()? {
-                let items = keyed_items(&frames, &hashed, self.max_parallelism, &mut state)?;
-                tag(&mut state, items, "frames");
+                tagged_keyed_items(&frames, &hashed, max, &mut state, ("part", "frames"))?;
             }
         } else if !self.partitions.is_empty() {
             let (keys, parts): (Vec<&OwnedRow>, Vec<&mut Partition>) =
@@ -550,8 +541,7 @@ impl Operator for OverAggregate {
             let key_columns = self.converter.convert_rows(keys.iter().map(|k| k.row()))?;
             let all =
                 keyed_columns_batch(&self.input_schema, &self.partition, key_columns, columns)?;
-            let items = keyed_items(&all, &hashed, self.max_parallelism, &mut state)?;
-            tag(&mut state, items, "accumulators");
+            tagged_keyed_items(&all, &hashed, max, &mut state, ("part", "accumulators"))?;
         }
         Ok(state)
     }

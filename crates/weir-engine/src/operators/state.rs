@@ -2,6 +2,22 @@
 
 pub use weir_state::keyed::{item_batches, keyed_items, keyed_state, restored_batches};
 
+/// Adds `all` to `state` split by the key group of its `keys` columns ([`keyed_items`]),
+/// each item marked `{field: value}`, so that a restore tells an operator's tables apart.
+pub fn tagged_keyed_items(
+    all: &arrow::array::RecordBatch,
+    keys: &[usize],
+    max_parallelism: usize,
+    state: &mut weir_runtime::OperatorState,
+    (field, value): (&str, &str),
+) -> weir_common::Result<()> {
+    let items = keyed_items(all, keys, max_parallelism, state)?;
+    for item in &mut state.items[items] {
+        item[field] = serde_json::json!(value);
+    }
+    Ok(())
+}
+
 /// `table.exec.state.ttl` for one operator: state untouched for the TTL (processing
 /// time) is dropped. Expiry is checked at most every quarter of the TTL.
 pub struct Ttl {

@@ -13,7 +13,7 @@
 //! keyed and checkpointed (waiting probe rows and versions).
 
 use super::keys;
-use super::state::{item_batches, keyed_items};
+use super::state::{item_batches, tagged_keyed_items};
 use super::time_buffer::TimeBuffer;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -219,10 +219,7 @@ impl TemporalJoin {
                 None => joined,
                 Some(f) => {
                     let mask = f.evaluate(&joined)?.into_array(joined.num_rows())?;
-                    let mask = mask.as_boolean();
-                    let passed: BooleanArray = (0..mask.len())
-                        .map(|r| Some(mask.is_valid(r) && mask.value(r)))
-                        .collect();
+                    let passed = arrow::compute::prep_null_mask_filter(mask.as_boolean());
                     for (r, i) in matched_left.iter().enumerate() {
                         if !passed.value(r) {
                             unmatched.push(*i);
@@ -235,15 +232,8 @@ impl TemporalJoin {
         }
         if self.kind == JoinKind::LeftOuter && !unmatched.is_empty() {
             let left_part = arrow::compute::take_record_batch(left, &UInt32Array::from(unmatched))?;
-            let n = left_part.num_rows();
-            let mut columns = left_part.columns().to_vec();
-            columns.extend(
-                self.inputs[1]
-                    .fields()
-                    .iter()
-                    .map(|f| arrow::array::new_null_array(f.data_type(), n)),
-            );
-            self.emit(RecordBatch::try_new(self.relaxed.clone(), columns)?, out);
+            let padded = keys::null_padded(&left_part, &self.inputs[1], &self.relaxed)?;
+            self.emit(padded, out);
         }
         Ok(())
     }
@@ -357,19 +347,19 @@ impl Operator for TemporalJoin {
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
         let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
-        let tag = |state: &mut OperatorState, items: std::ops::Range<usize>, side: &str| {
-            for item in &mut state.items[items] {
-                item["side"] = serde_json::json!(side);
-            }
-        };
+        let max = self.max_parallelism;
         if !self.waiting.is_empty() {
             let all = arrow::compute::concat_batches(&self.inputs[0], self.waiting.batches())?;
-            let items = keyed_items(&all, &self.keys[0], self.max_parallelism, &mut state)?;
-            tag(&mut state, items, "probe");
+            tagged_keyed_items(&all, &self.keys[0], max, &mut state, ("side", "probe"))?;
         }
         if let Some(versions) = self.versions_batch()? {
-            let items = keyed_items(&versions, &self.keys[1], self.max_parallelism, &mut state)?;
-            tag(&mut state, items, "versions");
+            tagged_keyed_items(
+                &versions,
+                &self.keys[1],
+                max,
+                &mut state,
+                ("side", "versions"),
+            )?;
         }
         Ok(state)
     }

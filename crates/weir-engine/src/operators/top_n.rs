@@ -234,6 +234,11 @@ impl TopN {
     }
 
     /// The changelog from `old` to `new` of one partition.
+    /// The ranks of `top` the output shows (`offset + 1 ..= limit`).
+    fn shown<'a>(&self, top: &'a [Entry]) -> &'a [Entry] {
+        &top[self.offset.min(top.len())..top.len().min(self.limit)]
+    }
+
     fn diff(&self, old: &[Entry], new: &[Entry], out: &mut Changes) {
         if self.row_number.is_some() {
             // Rank by rank: a row at a rank that changed is retracted and its successor
@@ -339,41 +344,33 @@ impl Operator for TopN {
             let mut changed = false;
             for i in rows {
                 let sort = order.row(i);
-                if changelog::kind_at(ops.as_ref(), i).is_retraction() {
-                    let now = Self::remove(&mut top, self.limit, sort, full.row(i));
-                    if now && self.every_change {
-                        let shown = &top[self.offset.min(top.len())..top.len().min(self.limit)];
-                        self.diff(&old, shown, &mut changes);
-                        old = shown.to_vec();
-                    } else {
-                        changed |= now;
+                let changed_now = if changelog::kind_at(ops.as_ref(), i).is_retraction() {
+                    Self::remove(&mut top, self.limit, sort, full.row(i))
+                } else {
+                    let beaten = |l: &Entry| {
+                        l.sort.row() < sort || (!self.replace_ties && l.sort.row() == sort)
+                    };
+                    if !self.retract && top.len() == self.limit && top.last().is_some_and(beaten) {
+                        continue; // the common case: not good enough, nothing allocated
                     }
-                    continue;
-                }
-                let beaten =
-                    |l: &Entry| l.sort.row() < sort || (!self.replace_ties && l.sort.row() == sort);
-                if !self.retract && top.len() == self.limit && top.last().is_some_and(beaten) {
-                    continue; // the common case: not good enough, nothing allocated
-                }
-                let entry = Entry {
-                    id: self.next_id,
-                    sort: sort.owned(),
-                    row: full.row(i).owned(),
+                    let entry = Entry {
+                        id: self.next_id,
+                        sort: sort.owned(),
+                        row: full.row(i).owned(),
+                    };
+                    self.next_id += 1;
+                    Self::insert(&mut top, self.limit, self.replace_ties, self.retract, entry)
                 };
-                self.next_id += 1;
-                let now =
-                    Self::insert(&mut top, self.limit, self.replace_ties, self.retract, entry);
-                if now && self.every_change {
-                    let shown = &top[self.offset.min(top.len())..top.len().min(self.limit)];
+                if changed_now && self.every_change {
+                    let shown = self.shown(&top);
                     self.diff(&old, shown, &mut changes);
                     old = shown.to_vec();
                 } else {
-                    changed |= now;
+                    changed |= changed_now;
                 }
             }
             if changed {
-                let shown = &top[self.offset.min(top.len())..top.len().min(self.limit)];
-                self.diff(&old, shown, &mut changes);
+                self.diff(&old, self.shown(&top), &mut changes);
             }
             if !top.is_empty() {
                 self.tops.insert(key, (top, now));

@@ -445,8 +445,9 @@ fn s3_outage_longer_than_the_retry_budget_restarts_the_job() {
     let Some(s3) = server() else { return };
     s3.create_bucket("heal");
     let proxy = Proxy::start(s3.port);
-    // Ten seconds of rows: on a loaded machine the first commit can show late, and the
-    // job must still be writing when the outage starts.
+    // Ten seconds of rows (the source's rate): the job is still writing when the outage
+    // starts, and its sink uploads a part every few rows (4 kB files), so the outage fails
+    // an upload whether or not a checkpoint is in flight.
     let rows = 40_000;
     let expected = expected(rows);
     let tmp = tempfile::tempdir().unwrap();
@@ -475,16 +476,28 @@ fn s3_outage_longer_than_the_retry_budget_restarts_the_job() {
         "-D",
         "execution.checkpointing.timeout=1 s",
     ];
-    let child = spawn(&args, &env_refs(&env));
-    // The outage starts once the job runs (its first rows are committed): on a loaded
-    // machine the process may take seconds to start, and an outage over before the job
-    // writes anything fails nothing.
+    let mut child = spawn(&args, &env_refs(&env));
+    // The outage starts once the job writes (its sink has uploaded a part, committed or
+    // not): on a loaded machine the process may take seconds to start, and an outage over
+    // before the job writes anything fails nothing. Waiting for committed rows instead
+    // is not enough: under load every checkpoint but the final one may time out, and the
+    // first rows then show when the job has ended.
     let started = std::time::Instant::now();
-    while s3.committed_lines("heal", "out").0.is_empty()
-        && started.elapsed() < Duration::from_secs(60)
-    {
-        std::thread::sleep(Duration::from_millis(50));
+    loop {
+        let (lines, hidden) = s3.committed_lines("heal", "out");
+        if !lines.is_empty() || hidden > 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the job wrote nothing in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the job ended before the outage could start"
+    );
     proxy.set_down(true);
     std::thread::sleep(Duration::from_secs(5));
     proxy.set_down(false);

@@ -4,9 +4,9 @@
 
 use crate::operators::{
     CalcOperatorFactory, ChangelogNormalizeFactory, FinalTopNFactory, GroupAggregateFactory,
-    JoinOperatorFactory, LimitFactory, LookupJoinFactory, OverAggregateFactory,
-    SessionAggregateFactory, TemporalJoinFactory, TemporalSortFactory, TopNFactory,
-    UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
+    JoinOperatorFactory, LimitFactory, LookupJoinFactory, MatchRecognizeFactory,
+    OverAggregateFactory, SessionAggregateFactory, TemporalJoinFactory, TemporalSortFactory,
+    TopNFactory, UnionOperatorFactory, WatermarkAssignerFactory, WindowAggregateFactory,
 };
 use std::sync::Arc;
 use weir_common::{ConnectorOptions, Result};
@@ -470,6 +470,24 @@ pub async fn compile_into(
                     Arc::new(factory),
                     vertex_of[*input],
                     partition,
+                    default_parallelism,
+                )
+            }
+            PlanNode::MatchRecognize {
+                input,
+                program,
+                processing_time,
+            } => {
+                let factory = MatchRecognizeFactory {
+                    program: program.clone(),
+                    processing_time: *processing_time,
+                };
+                keyed_vertex(
+                    graph,
+                    uid("match-recognize"),
+                    Arc::new(factory),
+                    vertex_of[*input],
+                    &program.partition,
                     default_parallelism,
                 )
             }

@@ -123,7 +123,6 @@ pub fn refused(p: &Parser) -> Option<ParserError> {
 
 /// Flink SQL features Weir does not run yet, by the words that start them.
 const NOT_YET: &[(&[&str], &str)] = &[
-    (&["MATCH_RECOGNIZE"], "MATCH_RECOGNIZE is not supported yet"),
     (
         &["LATERAL", "TABLE"],
         "table functions (LATERAL TABLE(…)) are not supported yet",

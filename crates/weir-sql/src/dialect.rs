@@ -37,6 +37,10 @@ impl Dialect for FlinkDialect {
         true
     }
 
+    fn supports_match_recognize(&self) -> bool {
+        true
+    }
+
     /// `SELECT * EXCLUDE (c)`: not Flink SQL, but what the rewrite of a lateral `UNNEST`
     /// ([`crate::unnest`]) produces.
     fn supports_select_wildcard_exclude(&self) -> bool {

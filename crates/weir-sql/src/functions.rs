@@ -232,7 +232,7 @@ pub fn alias_nested_fields(query: &mut sqlparser::ast::Query) {
 }
 
 /// Milliseconds of a literal `INTERVAL 'n' UNIT` (SECOND, MINUTE, HOUR, DAY, MILLISECOND).
-fn interval_ms(e: &Expr) -> Option<i64> {
+pub(crate) fn interval_ms(e: &Expr) -> Option<i64> {
     use sqlparser::ast::DateTimeField as F;
     let Expr::Interval(i) = e else { return None };
     let n: i64 = match i.value.as_ref() {

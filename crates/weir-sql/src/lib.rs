@@ -24,6 +24,7 @@ pub mod flink_types;
 pub mod functions;
 pub mod group_windows;
 pub mod local_time_zone;
+pub mod match_recognize;
 pub mod over_functions;
 pub mod parser;
 pub mod plan;

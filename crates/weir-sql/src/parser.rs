@@ -7,7 +7,7 @@ use arrow::datatypes::DataType;
 use sqlparser::ast::{Expr, ObjectName, Query, Statement};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::Token;
+use sqlparser::tokenizer::{Token, TokenWithSpan};
 use std::collections::BTreeMap;
 use weir_common::{Result, SqlLocation};
 
@@ -356,7 +356,10 @@ pub(crate) fn object_name(name: &ObjectName) -> String {
 /// Parses a script of `;`-separated statements.
 pub fn parse_script(sql: &str) -> Result<Vec<Located>> {
     let dialect = FlinkDialect;
-    let mut p = Parser::new(&dialect).try_with_sql(sql)?;
+    let tokens = sqlparser::tokenizer::Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(ParserError::from)?;
+    let mut p = Parser::new(&dialect).with_tokens_with_locations(within_as_symbol(tokens));
     let mut out = Vec::new();
     loop {
         while p.consume_token(&Token::SemiColon) {}
@@ -387,6 +390,55 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located>> {
         }
     }
     Ok(out)
+}
+
+/// `MATCH_RECOGNIZE (… PATTERN (…) WITHIN INTERVAL '1' HOUR DEFINE …)`: sqlparser does not
+/// know Flink's `WITHIN`, so it travels as a symbol definition the planner takes out:
+/// `DEFINE __weir_within AS INTERVAL '1' HOUR, …`.
+fn within_as_symbol(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant = |t: &TokenWithSpan| !matches!(t.token, Token::Whitespace(_));
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        let after_paren = out
+            .iter()
+            .rev()
+            .find(|t| significant(t))
+            .is_some_and(|t| t.token == Token::RParen);
+        let interval_next = tokens[i + 1..]
+            .iter()
+            .find(|t| significant(t))
+            .is_some_and(|t| word_is(&t.token, "INTERVAL"));
+        if word_is(&t.token, "WITHIN") && after_paren && interval_next {
+            // The interval runs to the DEFINE keyword (within the statement).
+            let define = (i + 1..tokens.len())
+                .take_while(|j| tokens[*j].token != Token::SemiColon)
+                .find(|j| word_is(&tokens[*j].token, "DEFINE"));
+            if let Some(d) = define {
+                let at = t.span;
+                let word = |w: &str| TokenWithSpan::new(Token::make_word(w, None), at);
+                out.push(tokens[d].clone());
+                out.push(TokenWithSpan::new(
+                    Token::Whitespace(sqlparser::tokenizer::Whitespace::Space),
+                    at,
+                ));
+                out.push(word(crate::planner::WITHIN_SYMBOL));
+                out.push(TokenWithSpan::new(
+                    Token::Whitespace(sqlparser::tokenizer::Whitespace::Space),
+                    at,
+                ));
+                out.push(word("AS"));
+                out.extend(tokens[i + 1..d].iter().cloned());
+                out.push(TokenWithSpan::new(Token::Comma, at));
+                i = d + 1;
+                continue;
+            }
+        }
+        out.push(t.clone());
+        i += 1;
+    }
+    out
 }
 
 fn parse_statement(p: &mut Parser, sql: &str) -> Result<WeirStatement, ParserError> {

@@ -297,6 +297,13 @@ pub enum PlanNode {
         /// The input's columns, then one per aggregate.
         schema: SchemaRef,
     },
+    /// `MATCH_RECOGNIZE`: rows in time order per partition, one output row per match.
+    MatchRecognize {
+        input: usize,
+        program: Arc<crate::match_recognize::MatchProgram>,
+        /// Ordered by `PROCTIME()`: rows are taken as they arrive.
+        processing_time: bool,
+    },
     /// Union of inputs with the same schema.
     Union {
         inputs: Vec<usize>,
@@ -359,6 +366,7 @@ pub fn output_schema_in(nodes: &[PlanNode], n: usize) -> SchemaRef {
             | PlanNode::Join { schema, .. }
             | PlanNode::Union { schema, .. }
             | PlanNode::Collect { schema, .. } => schema.clone(),
+            PlanNode::MatchRecognize { program, .. } => program.schema.clone(),
             PlanNode::Sink { input, .. } | PlanNode::Limit { input, .. } => {
                 output_schema_in(nodes, *input)
             }
@@ -466,6 +474,7 @@ pub fn updates_in(nodes: &[PlanNode], n: usize) -> Option<&'static str> {
             PlanNode::Scan { .. }
             | PlanNode::Values { .. }
             | PlanNode::OverAggregate { .. }
+            | PlanNode::MatchRecognize { .. }
             | PlanNode::TemporalJoin { .. }
             | PlanNode::WindowAggregate { .. }
             | PlanNode::SessionAggregate { .. } => None,

@@ -21,6 +21,8 @@ use std::sync::Arc;
 use weir_common::{ConnectorOptions, Error, Result};
 
 mod catalogs;
+mod match_recognize;
+pub use match_recognize::WITHIN_SYMBOL;
 mod translate;
 use catalogs::reference;
 use translate::materialize;
@@ -445,6 +447,7 @@ impl Planner {
     /// Plans a query to an unoptimized logical plan.
     async fn logical(&self, query: &Query) -> Result<LogicalPlan> {
         let mut query = query.clone();
+        Box::pin(self.plan_match_recognize(&mut query)).await?;
         let versioned = crate::temporal_join::versioned_tables(&mut query);
         if !versioned.is_empty() {
             let mut columns = std::collections::HashMap::new();

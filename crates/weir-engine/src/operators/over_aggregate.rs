@@ -333,27 +333,11 @@ impl OverAggregate {
 
     /// Takes the rows the watermark `upto` has reached.
     fn release(&mut self, upto: i64, out: &mut Output) -> Result<()> {
-        let due = self.waiting.take_upto(upto)?;
-        if !due.is_empty() {
-            // In time order (stable: rows at one time in arrival order), a chunk at a time
-            // so a watermark that releases many rows does not hold all their results at
-            // once; a chunk never splits the rows of one time (they may be peers).
-            let rows = arrow::compute::concat_batches(&self.input_schema, &due)?;
-            let times = self.waiting.times(&rows)?;
-            let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
-            order.sort_by_key(|i| times[*i as usize]);
-            let mut start = 0;
-            while start < order.len() {
-                let mut end = (start + CHUNK_ROWS).min(order.len());
-                while end < order.len()
-                    && times[order[end] as usize] == times[order[end - 1] as usize]
-                {
-                    end += 1;
-                }
-                let chunk = UInt32Array::from(order[start..end].to_vec());
-                self.take(&arrow::compute::take_record_batch(&rows, &chunk)?, out)?;
-                start = end;
-            }
+        for chunk in self
+            .waiting
+            .take_sorted_upto(upto, &self.input_schema, CHUNK_ROWS)?
+        {
+            self.take(&chunk, out)?;
         }
         // RANGE frames: a partition whose rows the next row's range cannot reach (every
         // row still to come is after the watermark) holds nothing any more.

@@ -100,6 +100,39 @@ impl TimeBuffer {
         Ok(due)
     }
 
+    /// Takes the rows at or before `upto` in time order (stable: rows at one time in
+    /// arrival order), in chunks of about `chunk_rows` rows so a watermark that releases
+    /// many rows does not hold all their results at once; a chunk never splits the rows of
+    /// one time.
+    pub fn take_sorted_upto(
+        &mut self,
+        upto: i64,
+        schema: &arrow::datatypes::SchemaRef,
+        chunk_rows: usize,
+    ) -> Result<Vec<RecordBatch>> {
+        let due = self.take_upto(upto)?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = arrow::compute::concat_batches(schema, &due)?;
+        let times = self.times(&rows)?;
+        let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
+        order.sort_by_key(|i| times[*i as usize]);
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < order.len() {
+            let mut end = (start + chunk_rows).min(order.len());
+            while end < order.len() && times[order[end] as usize] == times[order[end - 1] as usize]
+            {
+                end += 1;
+            }
+            let chunk = arrow::array::UInt32Array::from(order[start..end].to_vec());
+            chunks.push(arrow::compute::take_record_batch(&rows, &chunk)?);
+            start = end;
+        }
+        Ok(chunks)
+    }
+
     /// The waiting batches, in arrival order.
     pub fn batches(&self) -> impl Iterator<Item = &RecordBatch> {
         self.waiting.iter().map(|w| &w.rows)

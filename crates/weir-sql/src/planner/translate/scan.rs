@@ -10,6 +10,13 @@ impl Planner {
         scan: &datafusion::logical_expr::TableScan,
         nodes: &mut Vec<PlanNode>,
     ) -> Result<(usize, Vec<CalcStep>)> {
+        let provider = datafusion::datasource::source_as_provider(&scan.source).ok();
+        if let Some(m) = provider
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<super::super::match_recognize::MatchTable>())
+        {
+            return self.translate_match(m, scan, nodes);
+        }
         let table = table_of_scan(scan).ok_or_else(|| {
             Error::plan(format!(
                 "'{}' cannot be read in streaming mode",
@@ -59,6 +66,52 @@ impl Planner {
             }
         }
         Ok((scan_node, steps))
+    }
+
+    /// `MATCH_RECOGNIZE` (its placeholder table): the clause's input, then the match node.
+    fn translate_match(
+        &self,
+        m: &super::super::match_recognize::MatchTable,
+        scan: &datafusion::logical_expr::TableScan,
+        nodes: &mut Vec<PlanNode>,
+    ) -> Result<(usize, Vec<CalcStep>)> {
+        let optimized = self.ctx.state().optimize(&m.input).map_err(plan_error)?;
+        let input = self.translate_into_node(&optimized, nodes)?;
+        let time = m.program.time;
+        let processing_time = crate::plan::is_processing_time(nodes, input, time);
+        if !processing_time && !crate::plan::is_time_attribute(nodes, input, time) {
+            return Err(Error::plan(format!(
+                "MATCH_RECOGNIZE ORDER BY '{}': the first ORDER BY column must be a time attribute \
+                 (a WATERMARK column or PROCTIME()), as in Flink",
+                m.program.input_schema.field(time).name()
+            )));
+        }
+        if let Some(producer) = crate::plan::updates_in(nodes, input) {
+            return Err(Error::plan(format!(
+                "MATCH_RECOGNIZE over an updating input ({producer}) is not supported (as in Flink)"
+            )));
+        }
+        nodes.push(PlanNode::MatchRecognize {
+            input,
+            program: m.program.clone(),
+            processing_time,
+        });
+        let node = nodes.len() - 1;
+        let mut steps = Vec::new();
+        let schema = &m.program.schema;
+        if let Some(projection) = &scan.projection {
+            let identity = projection.len() == schema.fields().len()
+                && projection.iter().enumerate().all(|(i, p)| i == *p);
+            if !identity {
+                let exprs = projection
+                    .iter()
+                    .map(|&i| Arc::new(Column::new(schema.field(i).name(), i)) as PhysicalExprRef)
+                    .collect();
+                let schema = Arc::new(schema.project(projection)?);
+                steps.push(CalcStep::Project { exprs, schema });
+            }
+        }
+        Ok((node, steps))
     }
 
     /// `SELECT 1` (one row of no columns, for the projection above) or a relation the

@@ -1,0 +1,727 @@
+//! Runs a [`MatchProgram`] over rows in time order, one automaton run per partition, as
+//! Flink's CEP `NFA` does for `MATCH_RECOGNIZE`.
+//!
+//! Each partition keeps its partial matches (threads: a state of the NFA and the rows taken
+//! so far, each with its variable) and completed matches that wait for an earlier-starting
+//! partial match to end. A row is offered to every thread and to a fresh start: the
+//! thread follows its state's PROCEED edges and takes the row along every TAKE edge whose
+//! variable holds (a thread can branch). A thread reaching the final state completes a
+//! match. Completed matches leave in the order they started, once no partial match
+//! started earlier; each emitted match prunes threads and completed matches by the
+//! `AFTER MATCH SKIP` strategy. With `WITHIN`, threads older than the interval are dropped
+//! before a row (or a watermark) at their deadline.
+//!
+//! Rows that threads hold are kept per partition as arrow `Row`s; a row's conditions are
+//! evaluated with DataFusion on a one-row batch: the row's columns and one column per
+//! navigation (`PREV`, `LAST`, `FIRST`, aggregates). Conditions without navigations are
+//! evaluated for a whole batch of rows at once.
+
+use super::pattern::{Edge, FINAL};
+use super::{MatchProgram, Nav, NavExpr, Skip};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::row::{OwnedRow, RowConverter, Rows, SortField};
+use datafusion::common::ScalarValue;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use weir_common::{Error, Result};
+
+/// A partial (or completed) match.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Thread {
+    /// NFA state ([`FINAL`] once completed).
+    pub state: usize,
+    /// Rows taken: sequence number in the partition and variable.
+    pub rows: Vec<(u64, u32)>,
+    /// Time and sequence number of the first row.
+    pub start: (i64, u64),
+}
+
+/// One partition's run.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Partition {
+    threads: Vec<Thread>,
+    completed: Vec<Thread>,
+    /// Sequence number of the next row.
+    next: u64,
+    /// Rows threads hold, by sequence number (contiguous).
+    #[serde(skip)]
+    history: VecDeque<(u64, OwnedRow)>,
+}
+
+impl Partition {
+    fn is_empty(&self) -> bool {
+        self.threads.is_empty() && self.completed.is_empty()
+    }
+
+    fn history_row(&self, seq: u64) -> Option<&OwnedRow> {
+        let first = self.history.front()?.0;
+        self.history
+            .get(seq.checked_sub(first)? as usize)
+            .map(|(_, r)| r)
+    }
+
+    /// Drops rows no thread holds any more.
+    fn trim(&mut self) {
+        let keep = self
+            .threads
+            .iter()
+            .chain(&self.completed)
+            .map(|t| t.start.1)
+            .min()
+            .unwrap_or(u64::MAX);
+        while self.history.front().is_some_and(|(s, _)| *s < keep) {
+            self.history.pop_front();
+        }
+    }
+}
+
+/// Runs a program over every partition of an input.
+pub struct Matcher {
+    program: Arc<MatchProgram>,
+    rows: RowConverter,
+    keys: RowConverter,
+    /// The row a condition is evaluated on: the input's columns (nullable), then one per
+    /// navigation; per variable.
+    define_schemas: Vec<SchemaRef>,
+    measure_schema: SchemaRef,
+    partitions: HashMap<OwnedRow, Partition>,
+}
+
+/// The row being offered, within the batch it came in.
+struct Current<'a> {
+    batch: &'a RecordBatch,
+    index: usize,
+    seq: u64,
+    time: i64,
+    /// Conditions without navigations, evaluated for the whole batch (per variable).
+    local: &'a [Option<BooleanArray>],
+}
+
+/// A match found, with what its measures need: the columns of its last row and its
+/// navigations' values (one-row arrays).
+struct Found {
+    key: OwnedRow,
+    columns: Vec<ArrayRef>,
+}
+
+impl Matcher {
+    pub fn new(program: Arc<MatchProgram>) -> Result<Self> {
+        let input = &program.input_schema;
+        let fields = |t: &DataType| SortField::new(t.clone());
+        let rows = RowConverter::new(
+            input
+                .fields()
+                .iter()
+                .map(|f| fields(f.data_type()))
+                .collect(),
+        )?;
+        let keys = RowConverter::new(
+            program
+                .partition
+                .iter()
+                .map(|c| fields(input.field(*c).data_type()))
+                .collect(),
+        )?;
+        let define_schemas = program
+            .defines
+            .iter()
+            .map(|d| {
+                env_schema(
+                    &program.input_schema,
+                    d.as_ref().map(|d| d.navs.as_slice()).unwrap_or(&[]),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let measure_schema = env_schema(&program.input_schema, &program.measure_navs)?;
+        Ok(Self {
+            program,
+            rows,
+            keys,
+            define_schemas,
+            measure_schema,
+            partitions: HashMap::new(),
+        })
+    }
+
+    /// Offers `batch`'s rows (in time order; rows at one time in arrival order) to their
+    /// partitions; returns the matches completed, one output row each.
+    pub fn process(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(None);
+        }
+        let times = crate::group_windows::epoch_millis(batch.column(self.program.time))?;
+        let key_columns: Vec<ArrayRef> = self
+            .program
+            .partition
+            .iter()
+            .map(|c| batch.column(*c).clone())
+            .collect();
+        let keys = self.keys.convert_columns(&key_columns)?;
+        let encoded = self.rows.convert_columns(batch.columns())?;
+        let local = self.local_conditions(batch)?;
+        let mut found = Vec::new();
+        for i in 0..n {
+            if times.is_null(i) {
+                continue;
+            }
+            let key = keys.row(i);
+            let mut partition = self.partitions.remove(&key.owned()).unwrap_or_default();
+            let current = Current {
+                batch,
+                index: i,
+                seq: partition.next,
+                time: times.value(i),
+                local: &local,
+            };
+            partition.next += 1;
+            let result = self.step(&mut partition, &current, &encoded, key.owned(), &mut found);
+            // A partition with nothing pending is dropped (its sequence numbers restart).
+            if !partition.is_empty() {
+                self.partitions.insert(key.owned(), partition);
+            }
+            result?;
+        }
+        self.output(found)
+    }
+
+    /// The watermark reached `time`: threads past their `WITHIN` deadline end, which may
+    /// release completed matches they held back.
+    pub fn advance(&mut self, time: i64) -> Result<Option<RecordBatch>> {
+        let Some(within) = self.program.within else {
+            return Ok(None);
+        };
+        let mut found = Vec::new();
+        let keys: Vec<OwnedRow> = self.partitions.keys().cloned().collect();
+        for key in keys {
+            let mut partition = self.partitions.remove(&key).expect("a partition");
+            let before = partition.threads.len();
+            partition.threads.retain(|t| time - t.start.0 < within);
+            if partition.threads.len() != before {
+                self.release(&mut partition, &key, None, &mut found)?;
+                partition.trim();
+            }
+            if !partition.is_empty() {
+                self.partitions.insert(key, partition);
+            }
+        }
+        self.output(found)
+    }
+
+    /// One row of a partition.
+    fn step(
+        &self,
+        partition: &mut Partition,
+        current: &Current<'_>,
+        encoded: &Rows,
+        key: OwnedRow,
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        let nfa = &self.program.nfa;
+        if let Some(within) = self.program.within {
+            partition
+                .threads
+                .retain(|t| current.time - t.start.0 < within);
+        }
+        let start = Thread {
+            state: nfa.start,
+            rows: Vec::new(),
+            start: (current.time, current.seq),
+        };
+        let threads = std::mem::take(&mut partition.threads);
+        let mut next: Vec<Thread> = Vec::new();
+        let mut completed: Vec<Thread> = Vec::new();
+        let mut taken = false;
+        for thread in threads.iter().chain(std::iter::once(&start)) {
+            let mut cache: HashMap<usize, bool> = HashMap::new();
+            let mut holds = |var: usize| -> Result<bool> {
+                if let Some(v) = cache.get(&var) {
+                    return Ok(*v);
+                }
+                let v = self.holds(partition, current, &thread.rows, var)?;
+                cache.insert(var, v);
+                Ok(v)
+            };
+            // Follow PROCEED edges; collect the TAKE edges whose variable holds.
+            let mut takes: Vec<(usize, usize)> = Vec::new();
+            let mut stack = vec![thread.state];
+            while let Some(s) = stack.pop() {
+                let state = &nfa.states[s];
+                for edge in &state.edges {
+                    match *edge {
+                        Edge::Proceed {
+                            target,
+                            unless_taken,
+                        } => {
+                            if unless_taken && holds(state.var)? {
+                                continue;
+                            }
+                            if target != FINAL {
+                                stack.push(target);
+                            }
+                        }
+                        Edge::Take { target } => {
+                            if holds(state.var)? {
+                                takes.push((s, target));
+                            }
+                        }
+                    }
+                }
+            }
+            for (from, target) in takes {
+                taken = true;
+                let mut rows = thread.rows.clone();
+                rows.push((current.seq, nfa.states[from].var as u32));
+                let t = Thread {
+                    state: target,
+                    rows,
+                    start: thread.start,
+                };
+                if target == FINAL {
+                    completed.push(t);
+                    continue;
+                }
+                // A state that can PROCEED to the end completes a match with this row.
+                if self.proceeds_to_final(partition, current, &thread.rows, target)? {
+                    completed.push(Thread {
+                        state: FINAL,
+                        ..t.clone()
+                    });
+                }
+                next.push(t);
+            }
+        }
+        if taken {
+            partition
+                .history
+                .push_back((current.seq, encoded.row(current.index).owned()));
+        }
+        partition.threads = next;
+        // Completed matches, earliest start first (stable: in the order they completed).
+        partition.completed.extend(completed);
+        partition.completed.sort_by_key(|t| t.start);
+        self.release(partition, &key, Some(current), found)?;
+        partition.trim();
+        Ok(())
+    }
+
+    /// Whether `state` reaches the final state by PROCEED edges alone on the current row.
+    fn proceeds_to_final(
+        &self,
+        partition: &Partition,
+        current: &Current<'_>,
+        rows: &[(u64, u32)],
+        state: usize,
+    ) -> Result<bool> {
+        let nfa = &self.program.nfa;
+        let mut stack = vec![state];
+        while let Some(s) = stack.pop() {
+            let st = &nfa.states[s];
+            for edge in &st.edges {
+                if let Edge::Proceed {
+                    target,
+                    unless_taken,
+                } = *edge
+                {
+                    if unless_taken && self.holds(partition, current, rows, st.var)? {
+                        continue;
+                    }
+                    if target == FINAL {
+                        return Ok(true);
+                    }
+                    stack.push(target);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Emits the completed matches no earlier-starting partial match holds back, each
+    /// pruning what its skip strategy discards.
+    fn release(
+        &self,
+        partition: &mut Partition,
+        key: &OwnedRow,
+        current: Option<&Current<'_>>,
+        found: &mut Vec<Found>,
+    ) -> Result<()> {
+        while let Some(first) = partition.completed.first() {
+            let earliest = partition.threads.iter().map(|t| t.start).min();
+            if earliest.is_some_and(|e| first.start > e) {
+                break;
+            }
+            let m = partition.completed.remove(0);
+            let (pruning, strict) = self.pruning(&m)?;
+            let prune = |t: &Thread| match strict {
+                // Skip to a row: matches that started before it go.
+                true => t.start.1 < pruning,
+                false => t.start.1 <= pruning,
+            };
+            partition.threads.retain(|t| !prune(t));
+            partition.completed.retain(|t| !prune(t));
+            found.push(self.found(partition, key, &m, current)?);
+        }
+        Ok(())
+    }
+
+    /// The row before (or at, `strict`) which the skip strategy discards matches.
+    fn pruning(&self, m: &Thread) -> Result<(u64, bool)> {
+        let first_row = m.rows.first().map(|r| r.0).unwrap_or_default();
+        let of = |var: usize, last: bool| {
+            let mut rows = m.rows.iter().filter(|r| r.1 as usize == var);
+            let row = match last {
+                true => rows.next_back(),
+                false => rows.next(),
+            };
+            row.map(|r| r.0).ok_or_else(|| {
+                Error::input(format!(
+                    "MATCH_RECOGNIZE: AFTER MATCH SKIP TO {} {}: the match has no row of {}",
+                    if last { "LAST" } else { "FIRST" },
+                    self.program.variables[var],
+                    self.program.variables[var]
+                ))
+            })
+        };
+        let (row, strict) = match self.program.skip {
+            Skip::PastLastRow => (m.rows.last().map(|r| r.0).unwrap_or_default(), false),
+            Skip::ToNextRow => (first_row, false),
+            Skip::ToFirst(v) => (of(v, false)?, true),
+            Skip::ToLast(v) => (of(v, true)?, true),
+        };
+        if strict && row == first_row {
+            return Err(Error::input(
+                "MATCH_RECOGNIZE: AFTER MATCH SKIP would skip to the first row of the match (an endless loop), as Flink refuses"
+                    .to_string(),
+            ));
+        }
+        Ok((row, strict))
+    }
+
+    /// The measures' inputs of match `m`.
+    fn found(
+        &self,
+        partition: &Partition,
+        key: &OwnedRow,
+        m: &Thread,
+        current: Option<&Current<'_>>,
+    ) -> Result<Found> {
+        let last = m.rows.last().map(|r| r.0).unwrap_or_default();
+        let mut columns = self.row_columns(partition, current, last)?;
+        for nav in &self.program.measure_navs {
+            columns.push(self.nav_value(partition, current, &m.rows, None, nav)?);
+        }
+        Ok(Found {
+            key: key.clone(),
+            columns,
+        })
+    }
+
+    /// The output rows of `found`: partition columns, then the measures.
+    fn output(&self, found: Vec<Found>) -> Result<Option<RecordBatch>> {
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let width = self.measure_schema.fields().len();
+        let mut columns = Vec::with_capacity(width);
+        for c in 0..width {
+            let parts: Vec<&dyn Array> = found.iter().map(|f| f.columns[c].as_ref()).collect();
+            columns.push(arrow::compute::concat(&parts)?);
+        }
+        let env = RecordBatch::try_new(self.measure_schema.clone(), columns)?;
+        let mut out = self.keys.convert_rows(found.iter().map(|f| f.key.row()))?;
+        for m in &self.program.measures {
+            out.push(m.evaluate(&env)?.into_array(env.num_rows())?);
+        }
+        let relaxed = relaxed_schema(&self.program.schema);
+        let batch = RecordBatch::try_new(relaxed, out)?;
+        Ok(Some(
+            RecordBatch::try_new(self.program.schema.clone(), batch.columns().to_vec())
+                .unwrap_or(batch),
+        ))
+    }
+
+    /// Conditions without navigations, for every row of `batch`.
+    fn local_conditions(&self, batch: &RecordBatch) -> Result<Vec<Option<BooleanArray>>> {
+        self.program
+            .defines
+            .iter()
+            .zip(&self.define_schemas)
+            .map(|(d, schema)| match d {
+                Some(d) if d.navs.is_empty() => {
+                    let env = RecordBatch::try_new(schema.clone(), batch.columns().to_vec())?;
+                    let v = d.expr.evaluate(&env)?.into_array(batch.num_rows())?;
+                    Ok(Some(arrow::compute::prep_null_mask_filter(v.as_boolean())))
+                }
+                _ => Ok(None),
+            })
+            .collect()
+    }
+
+    /// Whether variable `var` holds for the current row after a thread's `rows`.
+    fn holds(
+        &self,
+        partition: &Partition,
+        current: &Current<'_>,
+        rows: &[(u64, u32)],
+        var: usize,
+    ) -> Result<bool> {
+        let Some(define) = &self.program.defines[var] else {
+            return Ok(true);
+        };
+        if let Some(local) = &current.local[var] {
+            return Ok(local.value(current.index));
+        }
+        let NavExpr { expr, navs } = define;
+        let mut columns = self.row_columns(partition, Some(current), current.seq)?;
+        for nav in navs {
+            columns.push(self.nav_value(partition, Some(current), rows, Some(var), nav)?);
+        }
+        let env = RecordBatch::try_new(self.define_schemas[var].clone(), columns)?;
+        let v = expr.evaluate(&env)?.into_array(1)?;
+        let v = v.as_boolean();
+        Ok(v.is_valid(0) && v.value(0))
+    }
+
+    /// The input columns of row `seq` as one-row arrays.
+    fn row_columns(
+        &self,
+        partition: &Partition,
+        current: Option<&Current<'_>>,
+        seq: u64,
+    ) -> Result<Vec<ArrayRef>> {
+        if let Some(c) = current.filter(|c| c.seq == seq) {
+            return Ok(c
+                .batch
+                .columns()
+                .iter()
+                .map(|a| a.slice(c.index, 1))
+                .collect());
+        }
+        let row = partition
+            .history_row(seq)
+            .ok_or_else(|| Error::internal(format!("MATCH_RECOGNIZE: row {seq} is gone")))?;
+        Ok(self.rows.convert_rows(std::iter::once(row.row()))?)
+    }
+
+    /// A navigation's value (one-row array) for a thread's `rows` and, while a `DEFINE`
+    /// of `defining` is evaluated, the current row.
+    fn nav_value(
+        &self,
+        partition: &Partition,
+        current: Option<&Current<'_>>,
+        rows: &[(u64, u32)],
+        defining: Option<usize>,
+        nav: &Nav,
+    ) -> Result<ArrayRef> {
+        let mut events: Vec<(u64, u32)> = rows.to_vec();
+        if let (Some(c), Some(v)) = (current, defining) {
+            events.push((c.seq, v as u32));
+        }
+        let of = |var: Option<usize>| {
+            events
+                .iter()
+                .filter(move |(_, v)| var.is_none_or(|var| *v as usize == var))
+                .map(|(s, _)| *s)
+        };
+        let (seq, column) = match nav {
+            Nav::Prev { column, offset } => (
+                events.len().checked_sub(offset + 1).map(|i| events[i].0),
+                *column,
+            ),
+            Nav::Last {
+                var,
+                column,
+                offset,
+            } => (of(*var).rev().nth(*offset), *column),
+            Nav::First {
+                var,
+                column,
+                offset,
+            } => (of(*var).nth(*offset), *column),
+            Nav::Aggregate { var, function } => {
+                let seqs: Vec<u64> = of(*var).collect();
+                return self.aggregate(partition, current, &seqs, function);
+            }
+        };
+        match seq {
+            Some(seq) => Ok(self.row_columns(partition, current, seq)?[column].clone()),
+            None => {
+                let t = self.program.input_schema.field(column).data_type();
+                Ok(ScalarValue::try_from(t)?.to_array_of_size(1)?)
+            }
+        }
+    }
+
+    /// An aggregate over rows `seqs` (one-row array).
+    fn aggregate(
+        &self,
+        partition: &Partition,
+        current: Option<&Current<'_>>,
+        seqs: &[u64],
+        function: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+    ) -> Result<ArrayRef> {
+        let mut parts: Vec<RecordBatch> = Vec::new();
+        let input = relaxed_schema(&self.program.input_schema);
+        for seq in seqs {
+            let columns = self.row_columns(partition, current, *seq)?;
+            parts.push(RecordBatch::try_new(input.clone(), columns)?);
+        }
+        let rows = arrow::compute::concat_batches(&input, &parts)?;
+        let args = function
+            .expressions()
+            .iter()
+            .map(|e| e.evaluate(&rows)?.into_array(rows.num_rows()))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let mut acc = function.create_accumulator()?;
+        if rows.num_rows() > 0 {
+            acc.update_batch(&args)?;
+        }
+        Ok(acc.evaluate()?.to_array_of_size(1)?)
+    }
+
+    /// Partition state as two tables, each led by the partition columns: rows threads hold
+    /// (`__seq`, then the input's columns) and the runs (`__run`: JSON).
+    pub fn snapshot(&self) -> Result<(Option<RecordBatch>, Option<RecordBatch>)> {
+        if self.partitions.is_empty() {
+            return Ok((None, None));
+        }
+        let input = &self.program.input_schema;
+        let key_fields: Vec<Field> = self
+            .program
+            .partition
+            .iter()
+            .map(|c| input.field(*c).clone().with_nullable(true))
+            .collect();
+        let (mut owners, mut runs) = (Vec::new(), Vec::new());
+        let (mut row_owners, mut seqs, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+        for (key, p) in &self.partitions {
+            owners.push(key.row());
+            runs.push(serde_json::to_string(p)?);
+            for (seq, row) in &p.history {
+                row_owners.push(key.row());
+                seqs.push(*seq);
+                rows.push(row.row());
+            }
+        }
+        let mut fields = key_fields.clone();
+        fields.push(Field::new("__run", DataType::Utf8, false));
+        let mut columns = self.keys.convert_rows(owners)?;
+        columns.push(Arc::new(StringArray::from(runs)));
+        let runs = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        if seqs.is_empty() {
+            return Ok((None, Some(runs)));
+        }
+        let mut fields = key_fields;
+        fields.push(Field::new("__seq", DataType::UInt64, false));
+        fields.extend(
+            input
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true)),
+        );
+        let mut columns = self.keys.convert_rows(row_owners)?;
+        columns.push(Arc::new(UInt64Array::from(seqs)));
+        columns.extend(self.rows.convert_rows(rows)?);
+        let held = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        Ok((Some(held), Some(runs)))
+    }
+
+    /// Adds partitions from [`Self::snapshot`]'s run table.
+    pub fn restore_runs(&mut self, batch: &RecordBatch) -> Result<()> {
+        let k = self.program.partition.len();
+        let keys = self.keys.convert_columns(&batch.columns()[..k])?;
+        let runs = batch.column(k).as_string::<i32>();
+        for r in 0..batch.num_rows() {
+            let run: Partition = serde_json::from_str(runs.value(r))
+                .map_err(|e| Error::CorruptCheckpoint(format!("MATCH_RECOGNIZE state: {e}")))?;
+            let entry = self.partitions.entry(keys.row(r).owned()).or_default();
+            entry.threads = run.threads;
+            entry.completed = run.completed;
+            entry.next = run.next;
+        }
+        Ok(())
+    }
+
+    /// Adds held rows from [`Self::snapshot`]'s row table (after the runs).
+    pub fn restore_rows(&mut self, batch: &RecordBatch) -> Result<()> {
+        let k = self.program.partition.len();
+        let keys = self.keys.convert_columns(&batch.columns()[..k])?;
+        let seqs = batch
+            .column(k)
+            .as_primitive::<arrow::datatypes::UInt64Type>();
+        let rows = self.rows.convert_columns(&batch.columns()[k + 1..])?;
+        let mut held: Vec<(OwnedRow, u64, OwnedRow)> = (0..batch.num_rows())
+            .map(|r| (keys.row(r).owned(), seqs.value(r), rows.row(r).owned()))
+            .collect();
+        held.sort_by_key(|(_, seq, _)| *seq);
+        for (key, seq, row) in held {
+            self.partitions
+                .entry(key)
+                .or_default()
+                .history
+                .push_back((seq, row));
+        }
+        Ok(())
+    }
+
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> usize {
+        self.partitions
+            .values()
+            .map(|p| {
+                64 + p
+                    .history
+                    .iter()
+                    .map(|(_, r)| 32 + r.row().as_ref().len())
+                    .sum::<usize>()
+                    + (p.threads.len() + p.completed.len()) * 48
+                    + p.threads
+                        .iter()
+                        .chain(&p.completed)
+                        .map(|t| t.rows.len() * 16)
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+}
+
+/// The row a condition or measure is evaluated on: the input's columns (nullable), then
+/// one per navigation (`__nav_i`).
+pub fn env_schema(input: &SchemaRef, navs: &[Nav]) -> Result<SchemaRef> {
+    let mut fields: Vec<Field> = input
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    for (i, nav) in navs.iter().enumerate() {
+        fields.push(Field::new(
+            format!("__nav_{i}"),
+            nav_type(input, nav)?,
+            true,
+        ));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// The type of a navigation's column.
+pub fn nav_type(input: &Schema, nav: &Nav) -> Result<DataType> {
+    Ok(match nav {
+        Nav::Prev { column, .. } | Nav::Last { column, .. } | Nav::First { column, .. } => {
+            input.field(*column).data_type().clone()
+        }
+        Nav::Aggregate { function, .. } => function.field().data_type().clone(),
+    })
+}
+
+/// `schema` with every field nullable.
+pub fn relaxed_schema(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ))
+}

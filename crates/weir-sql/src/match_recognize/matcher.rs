@@ -13,7 +13,7 @@
 //!
 //! Rows that threads hold are kept per partition as arrow `Row`s; a row's conditions are
 //! evaluated with DataFusion on a one-row batch: the row's columns and one column per
-//! navigation (`PREV`, `LAST`, `FIRST`, aggregates). Conditions without navigations are
+//! navigation (`LAST`, `FIRST`, aggregates). Conditions without navigations are
 //! evaluated for a whole batch of rows at once.
 
 use super::pattern::{Edge, FINAL};
@@ -117,13 +117,17 @@ impl Matcher {
                 .map(|f| fields(f.data_type()))
                 .collect(),
         )?;
-        let keys = RowConverter::new(
-            program
-                .partition
-                .iter()
-                .map(|c| fields(input.field(*c).data_type()))
-                .collect(),
-        )?;
+        // Without PARTITION BY every row has one key: a constant column.
+        let keys = match program.partition.is_empty() {
+            true => RowConverter::new(vec![SortField::new(DataType::Boolean)])?,
+            false => RowConverter::new(
+                program
+                    .partition
+                    .iter()
+                    .map(|c| fields(input.field(*c).data_type()))
+                    .collect(),
+            )?,
+        };
         let define_schemas = program
             .defines
             .iter()
@@ -153,12 +157,15 @@ impl Matcher {
             return Ok(None);
         }
         let times = crate::group_windows::epoch_millis(batch.column(self.program.time))?;
-        let key_columns: Vec<ArrayRef> = self
-            .program
-            .partition
-            .iter()
-            .map(|c| batch.column(*c).clone())
-            .collect();
+        let key_columns: Vec<ArrayRef> = match self.program.partition.is_empty() {
+            true => vec![Arc::new(BooleanArray::from(vec![true; n]))],
+            false => self
+                .program
+                .partition
+                .iter()
+                .map(|c| batch.column(*c).clone())
+                .collect(),
+        };
         let keys = self.keys.convert_columns(&key_columns)?;
         let encoded = self.rows.convert_columns(batch.columns())?;
         let local = self.local_conditions(batch)?;
@@ -430,7 +437,10 @@ impl Matcher {
             columns.push(arrow::compute::concat(&parts)?);
         }
         let env = RecordBatch::try_new(self.measure_schema.clone(), columns)?;
-        let mut out = self.keys.convert_rows(found.iter().map(|f| f.key.row()))?;
+        let mut out = match self.program.partition.is_empty() {
+            true => Vec::new(),
+            false => self.keys.convert_rows(found.iter().map(|f| f.key.row()))?,
+        };
         for m in &self.program.measures {
             out.push(m.evaluate(&env)?.into_array(env.num_rows())?);
         }
@@ -452,7 +462,11 @@ impl Matcher {
                 Some(d) if d.navs.is_empty() => {
                     let env = RecordBatch::try_new(schema.clone(), batch.columns().to_vec())?;
                     let v = d.expr.evaluate(&env)?.into_array(batch.num_rows())?;
-                    Ok(Some(arrow::compute::prep_null_mask_filter(v.as_boolean())))
+                    let v = v.as_boolean();
+                    Ok(Some(match v.null_count() {
+                        0 => v.clone(),
+                        _ => arrow::compute::prep_null_mask_filter(v),
+                    }))
                 }
                 _ => Ok(None),
             })
@@ -526,10 +540,6 @@ impl Matcher {
                 .map(|(s, _)| *s)
         };
         let (seq, column) = match nav {
-            Nav::Prev { column, offset } => (
-                events.len().checked_sub(offset + 1).map(|i| events[i].0),
-                *column,
-            ),
             Nav::Last {
                 var,
                 column,
@@ -540,9 +550,16 @@ impl Matcher {
                 column,
                 offset,
             } => (of(*var).nth(*offset), *column),
-            Nav::Aggregate { var, function } => {
+            Nav::Aggregate {
+                var,
+                function,
+                result,
+                value_schema,
+            } => {
                 let seqs: Vec<u64> = of(*var).collect();
-                return self.aggregate(partition, current, &seqs, function);
+                let value = self.aggregate(partition, current, &seqs, function)?;
+                let batch = RecordBatch::try_new(value_schema.clone(), vec![value])?;
+                return Ok(result.evaluate(&batch)?.into_array(1)?);
             }
         };
         match seq {
@@ -588,12 +605,15 @@ impl Matcher {
             return Ok((None, None));
         }
         let input = &self.program.input_schema;
-        let key_fields: Vec<Field> = self
+        let mut key_fields: Vec<Field> = self
             .program
             .partition
             .iter()
             .map(|c| input.field(*c).clone().with_nullable(true))
             .collect();
+        if key_fields.is_empty() {
+            key_fields.push(Field::new("__all", DataType::Boolean, true));
+        }
         let (mut owners, mut runs) = (Vec::new(), Vec::new());
         let (mut row_owners, mut seqs, mut rows) = (Vec::new(), Vec::new(), Vec::new());
         for (key, p) in &self.partitions {
@@ -630,7 +650,7 @@ impl Matcher {
 
     /// Adds partitions from [`Self::snapshot`]'s run table.
     pub fn restore_runs(&mut self, batch: &RecordBatch) -> Result<()> {
-        let k = self.program.partition.len();
+        let k = self.program.partition.len().max(1);
         let keys = self.keys.convert_columns(&batch.columns()[..k])?;
         let runs = batch.column(k).as_string::<i32>();
         for r in 0..batch.num_rows() {
@@ -646,7 +666,7 @@ impl Matcher {
 
     /// Adds held rows from [`Self::snapshot`]'s row table (after the runs).
     pub fn restore_rows(&mut self, batch: &RecordBatch) -> Result<()> {
-        let k = self.program.partition.len();
+        let k = self.program.partition.len().max(1);
         let keys = self.keys.convert_columns(&batch.columns()[..k])?;
         let seqs = batch
             .column(k)
@@ -708,10 +728,14 @@ pub fn env_schema(input: &SchemaRef, navs: &[Nav]) -> Result<SchemaRef> {
 /// The type of a navigation's column.
 pub fn nav_type(input: &Schema, nav: &Nav) -> Result<DataType> {
     Ok(match nav {
-        Nav::Prev { column, .. } | Nav::Last { column, .. } | Nav::First { column, .. } => {
+        Nav::Last { column, .. } | Nav::First { column, .. } => {
             input.field(*column).data_type().clone()
         }
-        Nav::Aggregate { function, .. } => function.field().data_type().clone(),
+        Nav::Aggregate {
+            result,
+            value_schema,
+            ..
+        } => result.data_type(value_schema)?,
     })
 }
 

@@ -15,9 +15,6 @@ use std::sync::Arc;
 /// extra column of the row its expression is evaluated on.
 #[derive(Debug, Clone)]
 pub enum Nav {
-    /// `PREV(col, n)`: the row `n` rows before the current one within the match (NULL
-    /// before its first row, as in Flink).
-    Prev { column: usize, offset: usize },
     /// `LAST(V.col, n)` (and `V.col` of another variable): the `n`-th last row mapped to
     /// `V` (any variable: `None`).
     Last {
@@ -35,22 +32,16 @@ pub enum Nav {
     Aggregate {
         var: Option<usize>,
         function: Arc<AggregateFunctionExpr>,
+        /// Flink's result type: an expression over the aggregate's value (the one column of
+        /// `value_schema`).
+        result: PhysicalExprRef,
+        value_schema: SchemaRef,
     },
 }
 
 impl PartialEq for Nav {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (
-                Nav::Prev {
-                    column: a,
-                    offset: b,
-                },
-                Nav::Prev {
-                    column: c,
-                    offset: d,
-                },
-            ) => a == c && b == d,
             (
                 Nav::Last {
                     var: a,

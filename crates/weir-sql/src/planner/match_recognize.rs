@@ -4,8 +4,7 @@
 //! output columns; the rest of the query plans around it, and the translation of a scan of
 //! the placeholder plans the clause's input and adds the match node over it.
 //!
-//! Conditions and measures are planned by DataFusion too: each navigation (`PREV(x)`,
-//! `LAST(A.x, n)`, `A.x` of another variable, `SUM(A.x)`, `MATCH_ROWTIME()`) becomes an
+//! Conditions and measures are planned by DataFusion too: each navigation (`LAST(A.x, n)`, `A.x` of another variable, `SUM(A.x)`, `MATCH_ROWTIME()`) becomes an
 //! extra column `__nav_i` of the row the expression is evaluated on.
 
 use super::*;
@@ -220,12 +219,17 @@ impl Navigations<'_> {
                     })
                 };
                 let nav = match name.as_str() {
+                    // Flink runs `PREV(x, 0)` only (what `A.x` means); physical offsets it
+                    // refuses.
+                    "PREV" if offset(1)? != 0 => {
+                        return Err(Error::plan(
+                            "MATCH_RECOGNIZE: Flink does not support physical offsets within partition \
+                             (PREV(x) with an offset); use LAST(V.x, n) for the n-th last row of a variable",
+                        ));
+                    }
                     "PREV" => {
-                        let (_, column) = self.reference(first()?)?;
-                        Found::Ready(Nav::Prev {
-                            column,
-                            offset: offset(1)?,
-                        })
+                        let arg = first()?.clone();
+                        return Ok(Some(self.replace(&arg)?.unwrap_or(arg)));
                     }
                     "LAST" | "FIRST" => {
                         let (var, column) = self.reference(first()?)?;
@@ -555,10 +559,16 @@ impl Planner {
         for f in walk.found {
             navs.push(match f {
                 Found::Ready(n) => n,
-                Found::Aggregate { var, call } => Nav::Aggregate {
-                    var,
-                    function: self.plan_match_aggregate(input, &call).await?,
-                },
+                Found::Aggregate { var, call } => {
+                    let (function, result, value_schema) =
+                        self.plan_match_aggregate(input, &call).await?;
+                    Nav::Aggregate {
+                        var,
+                        function,
+                        result,
+                        value_schema,
+                    }
+                }
             });
         }
         let env = crate::match_recognize::matcher::env_schema(input, &navs)?;
@@ -604,7 +614,11 @@ impl Planner {
         &self,
         input: &SchemaRef,
         call: &SqlExpr,
-    ) -> Result<Arc<datafusion::physical_expr::aggregate::AggregateFunctionExpr>> {
+    ) -> Result<(
+        Arc<datafusion::physical_expr::aggregate::AggregateFunctionExpr>,
+        PhysicalExprRef,
+        SchemaRef,
+    )> {
         let name = format!("__weir_match_rows_{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let table = datafusion::datasource::MemTable::try_new(
             crate::match_recognize::matcher::relaxed_schema(input),
@@ -616,6 +630,24 @@ impl Planner {
             .await;
         self.deregister_bare(&name);
         let plan = self.analyzed(planned?)?;
+        // The projection over the aggregate gives Flink's result type (AVG of INT: INT).
+        let mut top = None;
+        datafusion::common::tree_node::TreeNode::apply(&plan, |node| {
+            if let LogicalPlan::Projection(p) = node
+                && matches!(p.input.as_ref(), LogicalPlan::Aggregate(_))
+            {
+                top = Some(p.clone());
+                return Ok(datafusion::common::tree_node::TreeNodeRecursion::Stop);
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        })?;
+        let Some(top) = top else {
+            return Err(Error::internal(format!(
+                "MATCH_RECOGNIZE: unexpected plan {plan}"
+            )));
+        };
+        let value_schema: SchemaRef = Arc::new(top.input.schema().as_arrow().clone());
+        let result = self.physical(&top.expr[0], top.input.schema())?;
         let mut found = None;
         datafusion::common::tree_node::TreeNode::apply(&plan, |node| {
             if let LogicalPlan::Aggregate(a) = node {
@@ -645,7 +677,12 @@ impl Planner {
                 "MATCH_RECOGNIZE: FILTER and ORDER BY in an aggregate are not supported: '{call}'"
             )));
         }
-        Ok(function)
+        if value_schema.fields().len() != 1 {
+            return Err(Error::plan(format!(
+                "MATCH_RECOGNIZE: cannot plan the aggregate '{call}'"
+            )));
+        }
+        Ok((function, result, value_schema))
     }
 }
 

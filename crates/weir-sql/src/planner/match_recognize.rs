@@ -98,7 +98,10 @@ fn placeholder_factor(text: &str) -> Result<TableFactor> {
 /// A navigation found in an expression; aggregates are planned after the walk.
 enum Found {
     Ready(Nav),
-    Aggregate { var: Option<usize>, call: SqlExpr },
+    Aggregate {
+        var: Option<usize>,
+        call: Box<SqlExpr>,
+    },
 }
 
 /// Replaces navigations in `DEFINE` conditions (`defining`: the variable) and measures
@@ -290,7 +293,7 @@ impl Navigations<'_> {
                         }
                         Found::Aggregate {
                             var: vars.into_iter().next(),
-                            call,
+                            call: Box::new(call),
                         }
                     }
                     _ => return Ok(None),

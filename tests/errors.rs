@@ -543,16 +543,49 @@ fn flink_statements_weir_refuses_say_why() {
 #[test]
 fn unsupported_flink_syntax_is_named() {
     fails_with(
-        "SELECT *\nFROM t MATCH_RECOGNIZE (PARTITION BY a);",
-        &["line 2, column 8", "MATCH_RECOGNIZE is not supported yet"],
-    );
-    fails_with(
         "SELECT 1;\nALTER TABLE t MODIFY a BIGINT;",
         &[
             "line 2, column 15",
             "ALTER TABLE … MODIFY is not supported yet",
         ],
     );
+}
+
+/// MATCH_RECOGNIZE forms Flink refuses are refused with Flink's reason.
+#[test]
+fn match_recognize_misuse_is_named() {
+    let table = "CREATE TABLE t (a INT, p INT, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) \
+                 WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n";
+    let query = |order: &str, rows: &str, pattern: &str, define: &str| {
+        format!(
+            "{table}SELECT * FROM t MATCH_RECOGNIZE (ORDER BY {order} MEASURES A.p AS x \
+             {rows} PATTERN ({pattern}) DEFINE {define});"
+        )
+    };
+    for (sql, needles) in [
+        (
+            query("ts", "ALL ROWS PER MATCH", "A B", "A AS A.p > 1"),
+            &["ALL ROWS PER MATCH is not supported"][..],
+        ),
+        (
+            query("ts", "", "A B+", "A AS A.p > 1"),
+            &["greedy quantifiers are not allowed as the last element"][..],
+        ),
+        (
+            query("ts", "", "A B", "B AS B.p > PREV(B.p)"),
+            &["physical offsets within partition"][..],
+        ),
+        (
+            query("p", "", "A B", "A AS A.p > 1"),
+            &["ORDER BY 'p'", "must be a time attribute"][..],
+        ),
+        (
+            query("ts", "", "A B", "C AS C.p > 1"),
+            &["'C' is not a variable of the pattern"][..],
+        ),
+    ] {
+        fails_with(&sql, needles);
+    }
 }
 
 /// Misused UNNEST is named with what to write instead.

@@ -42,7 +42,6 @@ impl OperatorFactory for MatchRecognizeFactory {
             program: self.program.clone(),
             processing_time: self.processing_time,
             waiting: TimeBuffer::new(self.program.time),
-            watermark: i64::MIN,
             max_parallelism: task.max_parallelism,
         }))
     }
@@ -54,7 +53,6 @@ struct MatchRecognize {
     processing_time: bool,
     /// Rowtime: rows ahead of the watermark.
     waiting: TimeBuffer,
-    watermark: i64,
     max_parallelism: usize,
 }
 
@@ -117,13 +115,12 @@ impl Operator for MatchRecognize {
         if self.processing_time {
             return self.offer(&batch, out);
         }
-        self.waiting.push_on_time(&batch, self.watermark)?;
+        self.waiting.push_on_time(&batch)?;
         Ok(())
     }
 
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
-        if !self.processing_time && watermark > self.watermark {
-            self.watermark = watermark;
+        if !self.processing_time && self.waiting.advance(watermark) {
             self.release(watermark, out)?;
         }
         out.emit_watermark(watermark);

@@ -110,7 +110,6 @@ impl OperatorFactory for OverAggregateFactory {
             converter: keys::converter(&self.input_schema, &self.partition)?,
             partitions: HashMap::new(),
             waiting: TimeBuffer::new(self.time),
-            watermark: i64::MIN,
             expiry: BTreeSet::new(),
             max_parallelism: task.max_parallelism,
         }))
@@ -153,7 +152,6 @@ struct OverAggregate {
     partitions: HashMap<OwnedRow, Partition>,
     /// Rowtime: rows ahead of the watermark.
     waiting: TimeBuffer,
-    watermark: i64,
     /// `RANGE` frames: when a partition's rows have all left its range (the time of its
     /// newest row plus the range), by the partition; stale entries are skipped.
     expiry: BTreeSet<(i64, OwnedRow)>,
@@ -471,13 +469,12 @@ impl Operator for OverAggregate {
         if self.processing_time {
             return self.take(&batch, out);
         }
-        self.waiting.push_on_time(&batch, self.watermark)?;
+        self.waiting.push_on_time(&batch)?;
         Ok(())
     }
 
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
-        if !self.processing_time && watermark > self.watermark {
-            self.watermark = watermark;
+        if !self.processing_time && self.waiting.advance(watermark) {
             self.release(watermark, out)?;
         }
         out.emit_watermark(watermark);

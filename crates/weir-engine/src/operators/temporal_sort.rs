@@ -21,7 +21,6 @@ struct TemporalSortOperator {
     schema: SchemaRef,
     /// Rows ahead of the watermark.
     waiting: TimeBuffer,
-    watermark: i64,
 }
 
 impl TemporalSortOperator {
@@ -70,13 +69,14 @@ impl Operator for TemporalSortOperator {
             out.emit(self.sorted(&batch)?);
             return Ok(());
         }
-        self.waiting.push_on_time(&batch, self.watermark)?;
+        self.waiting.push_on_time(&batch)?;
         Ok(())
     }
 
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
-        self.watermark = self.watermark.max(watermark);
-        self.release(self.watermark, out)?;
+        if self.waiting.advance(watermark) {
+            self.release(watermark, out)?;
+        }
         out.emit_watermark(watermark);
         Ok(())
     }
@@ -132,7 +132,6 @@ impl OperatorFactory for TemporalSortFactory {
             processing_time: self.processing_time,
             schema: self.schema.clone(),
             waiting: TimeBuffer::new(self.order[0].0),
-            watermark: i64::MIN,
         }))
     }
 }

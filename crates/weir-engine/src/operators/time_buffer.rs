@@ -13,11 +13,13 @@ struct Waiting {
     last: i64,
 }
 
-/// Rows ahead of the watermark, by the time in one column.
+/// Rows ahead of the watermark, by the time in one column, and the watermark they wait
+/// for.
 pub struct TimeBuffer {
     /// The column holding each row's time.
     column: usize,
     waiting: Vec<Waiting>,
+    watermark: i64,
 }
 
 impl TimeBuffer {
@@ -25,6 +27,7 @@ impl TimeBuffer {
         Self {
             column,
             waiting: Vec::new(),
+            watermark: i64::MIN,
         }
     }
 
@@ -73,12 +76,23 @@ impl TimeBuffer {
         Ok(())
     }
 
-    /// Adds the rows of `batch` ahead of `watermark`; the others are late and dropped.
+    /// Adds the rows of `batch` ahead of the watermark; the others are late and dropped.
     /// Returns how many were dropped.
-    pub fn push_on_time(&mut self, batch: &RecordBatch, watermark: i64) -> Result<usize> {
+    pub fn push_on_time(&mut self, batch: &RecordBatch) -> Result<usize> {
+        let watermark = self.watermark;
         let (on_time, late) = self.split(batch, |t| t > watermark)?;
         self.push(on_time)?;
         Ok(late.num_rows())
+    }
+
+    /// Moves the watermark to `watermark`; false when it is not ahead of the current one
+    /// (nothing new is due).
+    pub fn advance(&mut self, watermark: i64) -> bool {
+        if watermark <= self.watermark {
+            return false;
+        }
+        self.watermark = watermark;
+        true
     }
 
     /// Takes the rows at or before `upto`, in arrival order.

@@ -62,6 +62,17 @@ impl Partition {
             .map(|(_, r)| r)
     }
 
+    /// Whether a partial match started `within` or more before `time` (its `WITHIN`
+    /// deadline has passed).
+    fn expires(&self, time: i64, within: i64) -> bool {
+        self.threads.iter().any(|t| time - t.start.0 >= within)
+    }
+
+    /// Ends the partial matches whose `WITHIN` deadline `time` has passed.
+    fn expire(&mut self, time: i64, within: i64) {
+        self.threads.retain(|t| time - t.start.0 < within);
+    }
+
     /// Drops rows no thread holds any more.
     fn trim(&mut self) {
         let keep = self
@@ -174,8 +185,8 @@ impl Matcher {
             if times.is_null(i) {
                 continue;
             }
-            let key = keys.row(i);
-            let mut partition = self.partitions.remove(&key.owned()).unwrap_or_default();
+            let key = keys.row(i).owned();
+            let mut partition = self.partitions.remove(&key).unwrap_or_default();
             let current = Current {
                 batch,
                 index: i,
@@ -184,10 +195,10 @@ impl Matcher {
                 local: &local,
             };
             partition.next += 1;
-            let result = self.step(&mut partition, &current, &encoded, key.owned(), &mut found);
+            let result = self.step(&mut partition, &current, &encoded, &key, &mut found);
             // A partition with nothing pending is dropped (its sequence numbers restart).
             if !partition.is_empty() {
-                self.partitions.insert(key.owned(), partition);
+                self.partitions.insert(key, partition);
             }
             result?;
         }
@@ -201,15 +212,17 @@ impl Matcher {
             return Ok(None);
         };
         let mut found = Vec::new();
-        let keys: Vec<OwnedRow> = self.partitions.keys().cloned().collect();
-        for key in keys {
+        let due: Vec<OwnedRow> = self
+            .partitions
+            .iter()
+            .filter(|(_, p)| p.expires(time, within))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
             let mut partition = self.partitions.remove(&key).expect("a partition");
-            let before = partition.threads.len();
-            partition.threads.retain(|t| time - t.start.0 < within);
-            if partition.threads.len() != before {
-                self.release(&mut partition, &key, None, &mut found)?;
-                partition.trim();
-            }
+            partition.expire(time, within);
+            self.release(&mut partition, &key, None, &mut found)?;
+            partition.trim();
             if !partition.is_empty() {
                 self.partitions.insert(key, partition);
             }
@@ -223,14 +236,12 @@ impl Matcher {
         partition: &mut Partition,
         current: &Current<'_>,
         encoded: &Rows,
-        key: OwnedRow,
+        key: &OwnedRow,
         found: &mut Vec<Found>,
     ) -> Result<()> {
         let nfa = &self.program.nfa;
         if let Some(within) = self.program.within {
-            partition
-                .threads
-                .retain(|t| current.time - t.start.0 < within);
+            partition.expire(current.time, within);
         }
         let start = Thread {
             state: nfa.start,
@@ -251,29 +262,15 @@ impl Matcher {
                 cache.insert(var, v);
                 Ok(v)
             };
-            // Follow PROCEED edges; collect the TAKE edges whose variable holds.
+            // The TAKE edges whose variable holds, of every state PROCEED edges reach.
             let mut takes: Vec<(usize, usize)> = Vec::new();
-            let mut stack = vec![thread.state];
-            while let Some(s) = stack.pop() {
+            for s in follow(nfa, thread.state, &mut holds)?.0 {
                 let state = &nfa.states[s];
                 for edge in &state.edges {
-                    match *edge {
-                        Edge::Proceed {
-                            target,
-                            unless_taken,
-                        } => {
-                            if unless_taken && holds(state.var)? {
-                                continue;
-                            }
-                            if target != FINAL {
-                                stack.push(target);
-                            }
-                        }
-                        Edge::Take { target } => {
-                            if holds(state.var)? {
-                                takes.push((s, target));
-                            }
-                        }
+                    if let Edge::Take { target } = *edge
+                        && holds(state.var)?
+                    {
+                        takes.push((s, target));
                     }
                 }
             }
@@ -291,7 +288,7 @@ impl Matcher {
                     continue;
                 }
                 // A state that can PROCEED to the end completes a match with this row.
-                if self.proceeds_to_final(partition, current, &thread.rows, target)? {
+                if follow(nfa, target, &mut holds)?.1 {
                     completed.push(Thread {
                         state: FINAL,
                         ..t.clone()
@@ -309,40 +306,9 @@ impl Matcher {
         // Completed matches, earliest start first (stable: in the order they completed).
         partition.completed.extend(completed);
         partition.completed.sort_by_key(|t| t.start);
-        self.release(partition, &key, Some(current), found)?;
+        self.release(partition, key, Some(current), found)?;
         partition.trim();
         Ok(())
-    }
-
-    /// Whether `state` reaches the final state by PROCEED edges alone on the current row.
-    fn proceeds_to_final(
-        &self,
-        partition: &Partition,
-        current: &Current<'_>,
-        rows: &[(u64, u32)],
-        state: usize,
-    ) -> Result<bool> {
-        let nfa = &self.program.nfa;
-        let mut stack = vec![state];
-        while let Some(s) = stack.pop() {
-            let st = &nfa.states[s];
-            for edge in &st.edges {
-                if let Edge::Proceed {
-                    target,
-                    unless_taken,
-                } = *edge
-                {
-                    if unless_taken && self.holds(partition, current, rows, st.var)? {
-                        continue;
-                    }
-                    if target == FINAL {
-                        return Ok(true);
-                    }
-                    stack.push(target);
-                }
-            }
-        }
-        Ok(false)
     }
 
     /// Emits the completed matches no earlier-starting partial match holds back, each
@@ -705,6 +671,38 @@ impl Matcher {
             })
             .sum()
     }
+}
+
+/// Follows PROCEED edges from `state` on the current row (a greedy loop's only while its
+/// own variable does not hold), as Flink's NFA does with a stack: the states reached, in
+/// the order their TAKE edges are tried, and whether the final state is reached.
+fn follow(
+    nfa: &super::pattern::Nfa,
+    state: usize,
+    holds: &mut dyn FnMut(usize) -> Result<bool>,
+) -> Result<(Vec<usize>, bool)> {
+    let (mut reached, mut done) = (Vec::new(), false);
+    let mut stack = vec![state];
+    while let Some(s) = stack.pop() {
+        reached.push(s);
+        let st = &nfa.states[s];
+        for edge in &st.edges {
+            if let Edge::Proceed {
+                target,
+                unless_taken,
+            } = *edge
+            {
+                if unless_taken && holds(st.var)? {
+                    continue;
+                }
+                match target {
+                    FINAL => done = true,
+                    _ => stack.push(target),
+                }
+            }
+        }
+    }
+    Ok((reached, done))
 }
 
 /// The row a condition or measure is evaluated on: the input's columns (nullable), then

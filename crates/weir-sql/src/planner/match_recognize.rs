@@ -373,14 +373,7 @@ impl Planner {
                 "MATCH_RECOGNIZE: ALL ROWS PER MATCH is not supported yet (as in Flink); use ONE ROW PER MATCH",
             ));
         }
-        let input = {
-            let text = format!("SELECT * FROM {table}");
-            let mut stmts = parse_script(&text)?;
-            let Some(WeirStatement::Select(q)) = stmts.pop().map(|s| s.statement) else {
-                return Err(Error::internal(format!("cannot plan '{text}'")));
-            };
-            Box::pin(self.logical(&q)).await?
-        };
+        let input = Box::pin(self.logical_of_text(&format!("SELECT * FROM {table}"))).await?;
         let input_schema: SchemaRef = Arc::new(input.schema().as_arrow().clone());
         let column_of = |e: &SqlExpr, what: &str| -> Result<usize> {
             let name = match e {
@@ -575,20 +568,13 @@ impl Planner {
             });
         }
         let env = crate::match_recognize::matcher::env_schema(input, &navs)?;
-        let name = format!("__weir_match_env_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        let table = datafusion::datasource::MemTable::try_new(env.clone(), vec![vec![]])?;
-        self.register_bare(&name, Arc::new(table))?;
         let list = exprs
             .iter()
             .enumerate()
             .map(|(i, e)| format!("{e} AS __m{i}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let planned = self
-            .logical_of_text(&format!("SELECT {list} FROM {name}"))
-            .await;
-        self.deregister_bare(&name);
-        let plan = self.analyzed(planned?)?;
+        let plan = self.plan_over(env.clone(), &list).await?;
         let LogicalPlan::Projection(p) = &plan else {
             return Err(Error::internal(format!(
                 "MATCH_RECOGNIZE: unexpected plan {plan}"
@@ -622,17 +608,8 @@ impl Planner {
         PhysicalExprRef,
         SchemaRef,
     )> {
-        let name = format!("__weir_match_rows_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        let table = datafusion::datasource::MemTable::try_new(
-            crate::match_recognize::matcher::relaxed_schema(input),
-            vec![vec![]],
-        )?;
-        self.register_bare(&name, Arc::new(table))?;
-        let planned = self
-            .logical_of_text(&format!("SELECT {call} FROM {name}"))
-            .await;
-        self.deregister_bare(&name);
-        let plan = self.analyzed(planned?)?;
+        let rows = crate::match_recognize::matcher::relaxed_schema(input);
+        let plan = self.plan_over(rows, &call.to_string()).await?;
         // The projection over the aggregate gives Flink's result type (AVG of INT: INT).
         let mut top = None;
         datafusion::common::tree_node::TreeNode::apply(&plan, |node| {
@@ -690,12 +667,20 @@ impl Planner {
 }
 
 impl Planner {
-    /// `plan` after DataFusion's analyzer (type coercion), before any optimization.
-    fn analyzed(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+    /// `SELECT <list>` over an empty table of `schema`, planned and analyzed (types
+    /// coerced), not optimized.
+    async fn plan_over(&self, schema: SchemaRef, list: &str) -> Result<LogicalPlan> {
+        let name = format!("__weir_match_rows_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![vec![]])?;
+        self.register_bare(&name, Arc::new(table))?;
+        let planned = self
+            .logical_of_text(&format!("SELECT {list} FROM {name}"))
+            .await;
+        self.deregister_bare(&name);
         let state = self.ctx.state();
         state
             .analyzer()
-            .execute_and_check(plan, state.config_options(), |_, _| {})
+            .execute_and_check(planned?, state.config_options(), |_, _| {})
             .map_err(plan_error)
     }
 }

@@ -50,22 +50,7 @@ impl Planner {
             }
         };
         // A fetch pushed into the scan is the Limit above it: nothing to do here.
-        let mut steps = Vec::new();
-        if let Some(projection) = &scan.projection {
-            let identity = projection.len() == table.schema.fields().len()
-                && projection.iter().enumerate().all(|(i, p)| i == *p);
-            if !identity {
-                let exprs = projection
-                    .iter()
-                    .map(|&i| {
-                        Arc::new(Column::new(table.schema.field(i).name(), i)) as PhysicalExprRef
-                    })
-                    .collect();
-                let schema = Arc::new(table.schema.project(projection)?);
-                steps.push(CalcStep::Project { exprs, schema });
-            }
-        }
-        Ok((scan_node, steps))
+        Ok((scan_node, projection_step(&table.schema, scan)?))
     }
 
     /// `MATCH_RECOGNIZE` (its placeholder table): the clause's input, then the match node.
@@ -96,22 +81,7 @@ impl Planner {
             program: m.program.clone(),
             processing_time,
         });
-        let node = nodes.len() - 1;
-        let mut steps = Vec::new();
-        let schema = &m.program.schema;
-        if let Some(projection) = &scan.projection {
-            let identity = projection.len() == schema.fields().len()
-                && projection.iter().enumerate().all(|(i, p)| i == *p);
-            if !identity {
-                let exprs = projection
-                    .iter()
-                    .map(|&i| Arc::new(Column::new(schema.field(i).name(), i)) as PhysicalExprRef)
-                    .collect();
-                let schema = Arc::new(schema.project(projection)?);
-                steps.push(CalcStep::Project { exprs, schema });
-            }
-        }
-        Ok((node, steps))
+        Ok((nodes.len() - 1, projection_step(&m.program.schema, scan)?))
     }
 
     /// `SELECT 1` (one row of no columns, for the projection above) or a relation the
@@ -177,4 +147,26 @@ impl Planner {
         nodes.push(PlanNode::Values { batch });
         Ok((nodes.len() - 1, Vec::new()))
     }
+}
+
+/// The projection pushed into a scan of `schema`'s columns, as a step (none when it keeps
+/// every column in place).
+fn projection_step(
+    schema: &SchemaRef,
+    scan: &datafusion::logical_expr::TableScan,
+) -> Result<Vec<CalcStep>> {
+    let Some(projection) = &scan.projection else {
+        return Ok(Vec::new());
+    };
+    let identity = projection.len() == schema.fields().len()
+        && projection.iter().enumerate().all(|(i, p)| i == *p);
+    if identity {
+        return Ok(Vec::new());
+    }
+    let exprs = projection
+        .iter()
+        .map(|&i| Arc::new(Column::new(schema.field(i).name(), i)) as PhysicalExprRef)
+        .collect();
+    let schema = Arc::new(schema.project(projection)?);
+    Ok(vec![CalcStep::Project { exprs, schema }])
 }

@@ -230,3 +230,8 @@ fn golden_over_aggregates() {
 fn golden_temporal_joins() {
     golden("temporal_join");
 }
+
+#[test]
+fn golden_match_recognize() {
+    golden("match_recognize");
+}

@@ -71,9 +71,7 @@ impl MatchRecognize {
         for chunk in self.waiting.take_sorted_upto(upto, &schema, CHUNK_ROWS)? {
             self.offer(&chunk, out)?;
         }
-        if let Some(matches) = self.matcher.advance(upto)? {
-            out.emit(matches);
-        }
+        self.matcher.advance(upto);
         Ok(())
     }
 }

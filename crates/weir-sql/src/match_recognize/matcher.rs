@@ -3,19 +3,23 @@
 //!
 //! Each partition keeps its partial matches (threads: a state of the NFA and the rows taken
 //! so far, each with its variable) and completed matches that wait for an earlier-starting
-//! partial match to end. A row is offered to every thread and to a fresh start: the
-//! thread follows its state's PROCEED edges and takes the row along every TAKE edge whose
-//! variable holds (a thread can branch). A thread reaching the final state completes a
-//! match. Completed matches leave in the order they started, once no partial match
-//! started earlier; each emitted match prunes threads and completed matches by the
-//! `AFTER MATCH SKIP` strategy. With `WITHIN`, threads older than the interval are dropped
-//! before a row (or a watermark) at their deadline.
+//! partial match to end. A row is offered to every thread, the one in the start state
+//! among them: the thread follows its state's PROCEED edges and takes the row along every
+//! TAKE edge whose variable holds (a thread can branch). A thread reaching the final state
+//! completes a match. Completed matches leave by start row, once no partial match started
+//! earlier; each emitted match prunes threads and completed matches by the `AFTER MATCH
+//! SKIP` strategy. Both are kept as Flink keeps them, in heaps laid out as Java's
+//! `PriorityQueue` ([`super::java_heap`]), so that of several matches with one start row
+//! the one Flink emits is emitted. With `WITHIN`, threads older than the interval are
+//! dropped before a row (or at a watermark) past their deadline; as in Flink, completed
+//! matches they held back leave with the partition's next row.
 //!
 //! Rows that threads hold are kept per partition as arrow `Row`s; a row's conditions are
 //! evaluated with DataFusion on a one-row batch: the row's columns and one column per
 //! navigation (`LAST`, `FIRST`, aggregates). Conditions without navigations are
 //! evaluated for a whole batch of rows at once.
 
+use super::java_heap;
 use super::pattern::{Edge, FINAL};
 use super::{MatchProgram, Nav, NavExpr, Skip};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, UInt64Array};
@@ -34,11 +38,32 @@ pub struct Thread {
     pub state: usize,
     /// Rows taken: sequence number in the partition and variable.
     pub rows: Vec<(u64, u32)>,
-    /// Time and sequence number of the first row.
+    /// Time and sequence number of the first row ([`START`] for the start thread, which
+    /// has none and sorts last, as in Flink).
     pub start: (i64, u64),
 }
 
-/// One partition's run.
+/// The start of the thread that waits in the automaton's start state.
+pub const START: (i64, u64) = (i64::MAX, u64::MAX);
+
+impl Thread {
+    /// The thread in the start state (every partition has one: each row may start a match).
+    fn at_start(state: usize) -> Self {
+        Thread {
+            state,
+            rows: Vec::new(),
+            start: START,
+        }
+    }
+
+    /// Flink's order of partial and completed matches: by first row.
+    fn key(&self) -> (i64, u64) {
+        self.start
+    }
+}
+
+/// One partition's run. Threads (the start thread among them) and completed matches are
+/// heaps laid out as Flink's `PriorityQueue`s ([`super::java_heap`]).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Partition {
     threads: Vec<Thread>,
@@ -51,8 +76,16 @@ pub struct Partition {
 }
 
 impl Partition {
+    fn new(start_state: usize) -> Self {
+        Partition {
+            threads: vec![Thread::at_start(start_state)],
+            ..Default::default()
+        }
+    }
+
+    /// Nothing but the start thread: the partition is as new.
     fn is_empty(&self) -> bool {
-        self.threads.is_empty() && self.completed.is_empty()
+        self.threads.iter().all(|t| t.start == START) && self.completed.is_empty()
     }
 
     fn history_row(&self, seq: u64) -> Option<&OwnedRow> {
@@ -65,12 +98,21 @@ impl Partition {
     /// Whether a partial match started `within` or more before `time` (its `WITHIN`
     /// deadline has passed).
     fn expires(&self, time: i64, within: i64) -> bool {
-        self.threads.iter().any(|t| time - t.start.0 >= within)
+        self.threads
+            .iter()
+            .any(|t| t.start != START && time - t.start.0 >= within)
     }
 
-    /// Ends the partial matches whose `WITHIN` deadline `time` has passed.
+    /// Ends the partial matches whose `WITHIN` deadline `time` has passed; the others are
+    /// offered to a new heap in array order, as Flink's `advanceTime` does.
     fn expire(&mut self, time: i64, within: i64) {
-        self.threads.retain(|t| time - t.start.0 < within);
+        let mut kept = Vec::with_capacity(self.threads.len());
+        for t in std::mem::take(&mut self.threads) {
+            if t.start == START || time - t.start.0 < within {
+                java_heap::offer(&mut kept, t, Thread::key);
+            }
+        }
+        self.threads = kept;
     }
 
     /// Drops rows no thread holds any more.
@@ -186,7 +228,10 @@ impl Matcher {
                 continue;
             }
             let key = keys.row(i).owned();
-            let mut partition = self.partitions.remove(&key).unwrap_or_default();
+            let mut partition = match self.partitions.remove(&key) {
+                Some(p) => p,
+                None => Partition::new(self.program.nfa.start),
+            };
             let current = Current {
                 batch,
                 index: i,
@@ -205,13 +250,13 @@ impl Matcher {
         self.output(found)
     }
 
-    /// The watermark reached `time`: threads past their `WITHIN` deadline end, which may
-    /// release completed matches they held back.
-    pub fn advance(&mut self, time: i64) -> Result<Option<RecordBatch>> {
+    /// The watermark reached `time`: threads past their `WITHIN` deadline end. As in
+    /// Flink, completed matches they held back leave with the partition's next row (a
+    /// bounded input's last ones never do).
+    pub fn advance(&mut self, time: i64) {
         let Some(within) = self.program.within else {
-            return Ok(None);
+            return;
         };
-        let mut found = Vec::new();
         let due: Vec<OwnedRow> = self
             .partitions
             .iter()
@@ -221,13 +266,11 @@ impl Matcher {
         for key in due {
             let mut partition = self.partitions.remove(&key).expect("a partition");
             partition.expire(time, within);
-            self.release(&mut partition, &key, None, &mut found)?;
             partition.trim();
             if !partition.is_empty() {
                 self.partitions.insert(key, partition);
             }
         }
-        self.output(found)
     }
 
     /// One row of a partition.
@@ -243,16 +286,13 @@ impl Matcher {
         if let Some(within) = self.program.within {
             partition.expire(current.time, within);
         }
-        let start = Thread {
-            state: nfa.start,
-            rows: Vec::new(),
-            start: (current.time, current.seq),
-        };
+        // Threads in array order, as Flink iterates its queue; what each leads to is
+        // offered to the new heaps in the order Flink computes it.
         let threads = std::mem::take(&mut partition.threads);
         let mut next: Vec<Thread> = Vec::new();
-        let mut completed: Vec<Thread> = Vec::new();
+        let mut potential: Vec<Thread> = Vec::new();
         let mut taken = false;
-        for thread in threads.iter().chain(std::iter::once(&start)) {
+        for thread in &threads {
             let mut cache: HashMap<usize, bool> = HashMap::new();
             let mut holds = |var: usize| -> Result<bool> {
                 if let Some(v) = cache.get(&var) {
@@ -274,6 +314,10 @@ impl Matcher {
                     }
                 }
             }
+            let start = match thread.start {
+                START => (current.time, current.seq),
+                s => s,
+            };
             for (from, target) in takes {
                 taken = true;
                 let mut rows = thread.rows.clone();
@@ -281,20 +325,24 @@ impl Matcher {
                 let t = Thread {
                     state: target,
                     rows,
-                    start: thread.start,
+                    start,
                 };
                 if target == FINAL {
-                    completed.push(t);
+                    java_heap::offer(&mut potential, t, Thread::key);
                     continue;
                 }
                 // A state that can PROCEED to the end completes a match with this row.
                 if follow(nfa, target, &mut holds)?.1 {
-                    completed.push(Thread {
+                    let done = Thread {
                         state: FINAL,
                         ..t.clone()
-                    });
+                    };
+                    java_heap::offer(&mut potential, done, Thread::key);
                 }
-                next.push(t);
+                java_heap::offer(&mut next, t, Thread::key);
+            }
+            if thread.start == START {
+                java_heap::offer(&mut next, Thread::at_start(nfa.start), Thread::key);
             }
         }
         if taken {
@@ -303,10 +351,10 @@ impl Matcher {
                 .push_back((current.seq, encoded.row(current.index).owned()));
         }
         partition.threads = next;
-        // Completed matches, earliest start first (stable: in the order they completed).
-        partition.completed.extend(completed);
-        partition.completed.sort_by_key(|t| t.start);
-        self.release(partition, key, Some(current), found)?;
+        for m in potential {
+            java_heap::offer(&mut partition.completed, m, Thread::key);
+        }
+        self.release(partition, key, current, found)?;
         partition.trim();
         Ok(())
     }
@@ -317,24 +365,29 @@ impl Matcher {
         &self,
         partition: &mut Partition,
         key: &OwnedRow,
-        current: Option<&Current<'_>>,
+        current: &Current<'_>,
         found: &mut Vec<Found>,
     ) -> Result<()> {
+        // The roots: the earliest completed match and the earliest partial one (the start
+        // thread sorts last).
         while let Some(first) = partition.completed.first() {
-            let earliest = partition.threads.iter().map(|t| t.start).min();
-            if earliest.is_some_and(|e| first.start > e) {
+            if partition
+                .threads
+                .first()
+                .is_some_and(|e| first.key() > e.key())
+            {
                 break;
             }
-            let m = partition.completed.remove(0);
+            let m = java_heap::poll(&mut partition.completed, Thread::key).expect("a match");
             let (pruning, strict) = self.pruning(&m)?;
             let prune = |t: &Thread| match strict {
                 // Skip to a row: matches that started before it go.
                 true => t.start.1 < pruning,
                 false => t.start.1 <= pruning,
             };
-            partition.threads.retain(|t| !prune(t));
-            partition.completed.retain(|t| !prune(t));
-            found.push(self.found(partition, key, &m, current)?);
+            java_heap::remove_if(&mut partition.threads, prune, Thread::key);
+            java_heap::remove_if(&mut partition.completed, prune, Thread::key);
+            found.push(self.found(partition, key, &m, Some(current))?);
         }
         Ok(())
     }
@@ -622,7 +675,11 @@ impl Matcher {
         for r in 0..batch.num_rows() {
             let run: Partition = serde_json::from_str(runs.value(r))
                 .map_err(|e| Error::CorruptCheckpoint(format!("MATCH_RECOGNIZE state: {e}")))?;
-            let entry = self.partitions.entry(keys.row(r).owned()).or_default();
+            let start = self.program.nfa.start;
+            let entry = self
+                .partitions
+                .entry(keys.row(r).owned())
+                .or_insert_with(|| Partition::new(start));
             entry.threads = run.threads;
             entry.completed = run.completed;
             entry.next = run.next;

@@ -3,6 +3,7 @@
 //! (`planner/match_recognize.rs`); the streaming operator and batch mode share the
 //! matcher.
 
+mod java_heap;
 pub mod matcher;
 pub mod pattern;
 

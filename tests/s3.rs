@@ -108,6 +108,23 @@ impl S3Server {
             .unwrap()
     }
 
+    /// Paths of the objects under `prefix`.
+    pub fn object_paths(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let store = self.store(bucket);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let root = object_store::path::Path::from(prefix);
+            let objects: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
+            objects
+                .into_iter()
+                .map(|o| o.location.to_string())
+                .collect()
+        })
+    }
+
     /// Sorted rows (values joined by `,`) of the visible Parquet objects under `prefix`.
     pub fn committed_parquet_rows(&self, bucket: &str, prefix: &str) -> Vec<String> {
         let store = self.store(bucket);
@@ -477,15 +494,17 @@ fn s3_outage_longer_than_the_retry_budget_restarts_the_job() {
         "execution.checkpointing.timeout=1 s",
     ];
     let mut child = spawn(&args, &env_refs(&env));
-    // The outage starts once the job writes (its sink has uploaded a part, committed or
-    // not): on a loaded machine the process may take seconds to start, and an outage over
-    // before the job writes anything fails nothing. Waiting for committed rows instead
-    // is not enough: under load every checkpoint but the final one may time out, and the
-    // first rows then show when the job has ended.
+    // The outage starts once the job writes rows (its sink has begun uploading a part:
+    // the upload's marker is there): on a loaded machine the process may take seconds to
+    // start, and an outage over before the job writes fails nothing (the job's set-up
+    // waits through it on the checkpoint store's longer budget). Not any object: the
+    // sink's write probe (`.weir-probe-…`) shows, and goes, before any row moves.
     let started = std::time::Instant::now();
     loop {
-        let (lines, hidden) = s3.committed_lines("heal", "out");
-        if !lines.is_empty() || hidden > 0 {
+        let paths = s3.object_paths("heal", "out");
+        if paths.iter().any(|p| {
+            p.contains("/.weir-uploads/") || !p.split('/').any(|s| s.starts_with(['.', '_']))
+        }) {
             break;
         }
         assert!(

@@ -9,6 +9,11 @@ Queries (streaming, parallelism 2, into a blackhole sink; bids one millisecond a
 * `temporal_join`: each bid joined with the version of its auction valid at the bid's
   time (`JOIN auction FOR SYSTEM_TIME AS OF b.ts`), from a versioned table of 600 000
   auction versions (`PRIMARY KEY (id)`, a version every 15 ms over the same time range).
+* `match_recognize`: per bidder (random in [0, 100000)), two rising bids followed by a
+  lower one, `MATCH_RECOGNIZE (PARTITION BY bidder ORDER BY ts … PATTERN (UP1 UP2 DOWN)
+  DEFINE UP2 AS UP2.price > UP1.price, DOWN AS DOWN.price < UP2.price)`, skip past the
+  last row; the conditions read another variable's row, so each is evaluated per partial
+  match.
 
 Each runs once through `weir run` and once through PyFlink's local mini-cluster (Flink's
 own datagen; Java 17). Prints, per engine, wall seconds, rows/s, CPU seconds of the
@@ -28,7 +33,11 @@ import sys
 import tempfile
 import time
 
-QUERY_NAMES = sys.argv[1].split(",") if len(sys.argv) > 1 else ["over_rows", "temporal_join"]
+QUERY_NAMES = (
+    sys.argv[1].split(",")
+    if len(sys.argv) > 1
+    else ["over_rows", "temporal_join", "match_recognize"]
+)
 ROWS = int(sys.argv[2]) if len(sys.argv) > 2 else 9_200_000
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(os.path.dirname(__file__), "../../target"))
 WEIR = sys.argv[3] if len(sys.argv) > 3 else os.path.join(TARGET, "release/weir")
@@ -62,6 +71,13 @@ CREATE TABLE auction (
   'fields.reserve.min' = '1', 'fields.reserve.max' = '100000'
 )"""
 
+# The bids with a bidder, for the per-bidder pattern.
+BID_BY_BIDDER = BID.replace(
+    "  auction BIGINT,\n", "  auction BIGINT,\n  bidder BIGINT,\n"
+).replace(
+    "'fields.auction.min' = '0',", "'fields.bidder.min' = '0', 'fields.bidder.max' = '99999',\n  'fields.auction.min' = '0',"
+)
+
 QUERIES = {
     "over_rows": [
         BID,
@@ -79,6 +95,20 @@ QUERIES = {
         """INSERT INTO sink
         SELECT b.auction, b.price, a.reserve FROM bid AS b
         JOIN auction FOR SYSTEM_TIME AS OF b.ts AS a ON b.auction = a.id""",
+    ],
+    "match_recognize": [
+        BID_BY_BIDDER,
+        """CREATE TABLE sink (bidder BIGINT, first_price BIGINT, top_price BIGINT,
+          drop_price BIGINT)
+        WITH ('connector' = 'blackhole')""",
+        """INSERT INTO sink
+        SELECT * FROM bid MATCH_RECOGNIZE (
+          PARTITION BY bidder ORDER BY ts
+          MEASURES UP1.price AS first_price, UP2.price AS top_price, DOWN.price AS drop_price
+          ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+          PATTERN (UP1 UP2 DOWN)
+          DEFINE UP2 AS UP2.price > UP1.price, DOWN AS DOWN.price < UP2.price
+        )""",
     ],
 }
 

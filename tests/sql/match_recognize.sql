@@ -3,7 +3,6 @@
 -- a row above the first (reluctant, every start row). Rows arrive out of order within the
 -- watermark's delay and wait for it; partial matches (and the rows they hold) are
 -- checkpointed state.
--- batch: skip (MATCH_RECOGNIZE runs in streaming mode only, for now)
 CREATE TABLE ticks (
   seq BIGINT,
   k AS CAST(MOD(seq, 7) AS INT),

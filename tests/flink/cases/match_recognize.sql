@@ -1,4 +1,4 @@
--- modes: streaming
+-- modes: batch streaming
 -- description: MATCH_RECOGNIZE on a rowtime: V shapes with LAST(B.x, 1), greedy and reluctant loops, optional variables, {n}/{n,m} quantifiers, every AFTER MATCH SKIP strategy and the default, FIRST/LAST/aggregates/MATCH_ROWTIME in MEASURES, another variable's columns and LAST(B.x, 1) in DEFINE, WITHIN, no PARTITION BY; PREV with a physical offset and a greedy quantifier at the end are refused (Flink's own errors).
 CREATE TABLE ticks (
   sym STRING,

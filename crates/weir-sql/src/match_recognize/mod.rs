@@ -1,8 +1,9 @@
 //! `MATCH_RECOGNIZE`: the compiled program ([`MatchProgram`]) and the matcher that runs it
 //! over each partition's rows in time order ([`matcher`]). The planner builds the program
-//! (`planner/match_recognize.rs`); the streaming operator and batch mode share the
-//! matcher.
+//! (`planner/match_recognize.rs`); the streaming operator and batch mode ([`batch`])
+//! share the matcher.
 
+pub mod batch;
 mod java_heap;
 pub mod matcher;
 pub mod pattern;

@@ -40,16 +40,20 @@ impl TableProvider for MatchTable {
         TableType::Temporary
     }
 
+    /// Batch mode: the clause over its whole input ([`crate::match_recognize::batch`]).
     async fn scan(
         &self,
-        _: &dyn Session,
-        _: Option<&Vec<usize>>,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
         _: &[Expr],
         _: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        Err(datafusion::error::DataFusionError::Plan(
-            "MATCH_RECOGNIZE runs in streaming mode only, for now".into(),
-        ))
+        let input = state.create_physical_plan(&self.input).await?;
+        Ok(Arc::new(crate::match_recognize::batch::MatchExec::try_new(
+            input,
+            self.program.clone(),
+            projection,
+        )?))
     }
 }
 

@@ -13,6 +13,7 @@ mod golden;
 mod kafka;
 mod library;
 mod lookup;
+mod match_recognize;
 mod nexmark;
 mod over;
 mod parity;

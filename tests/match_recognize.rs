@@ -5,10 +5,13 @@
 use crate::common::*;
 use std::collections::BTreeMap;
 
-/// The rows of `a.csv` and of `b.csv` in arrival order: (user, time in ms, value). The first
+/// A row of the input files: (user, time in ms, value).
+type Event = (i64, i64, i64);
+
+/// The rows of `a.csv` and of `b.csv` in arrival order. The first
 /// row of `b.csv` is late (far behind the watermark `a.csv` left); another is 1.5 s out of
 /// order, within the watermark's 2 s bound.
-fn files() -> (Vec<(i64, i64, i64)>, Vec<(i64, i64, i64)>) {
+fn files() -> (Vec<Event>, Vec<Event>) {
     let mut rng = Lcg(23);
     let start = 1_700_000_000_000i64;
     let mut row = |i: i64| (1 + rng.next(3) as i64, start + i * 100, rng.next(50) as i64);

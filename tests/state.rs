@@ -281,7 +281,7 @@ fn dimension_join(dir: &std::path::Path, events: u64, rate: u64) -> String {
 }
 
 /// (bytes of state, bytes written) of every completed checkpoint in an info log.
-fn checkpoint_sizes(log: &str) -> Vec<(u64, u64)> {
+pub(crate) fn checkpoint_sizes(log: &str) -> Vec<(u64, u64)> {
     log.lines()
         .filter_map(|l| {
             let (_, rest) = l.split_once(" ms (")?;

@@ -24,6 +24,7 @@ mod s3;
 mod savepoint;
 mod shell;
 mod sources;
+mod spill;
 mod state;
 mod web;
 mod windows;

@@ -61,6 +61,16 @@ fn two_input_vertex(
     v
 }
 
+/// How a job's keyed state is kept.
+#[derive(Default)]
+pub struct StateOptions {
+    /// `table.exec.state.ttl`.
+    pub ttl: Option<std::time::Duration>,
+    /// The memory budget of stored rows that can move to disk (see
+    /// [`weir_state::spill`]); `None`: no budget.
+    pub memory: Option<Arc<weir_state::spill::StateMemory>>,
+}
+
 /// Source vertices already in the graph, by table (its definition's address: a table
 /// dropped and created again is another table) and whether they assign watermarks.
 pub type ScanVertices = std::collections::HashMap<(usize, bool), usize>;
@@ -73,10 +83,11 @@ pub async fn compile_into(
     plan: &StreamPlan,
     statement: usize,
     default_parallelism: usize,
-    state_ttl: Option<std::time::Duration>,
+    state: &StateOptions,
     mut scans: Option<&mut ScanVertices>,
     collect: Option<&Arc<dyn OperatorFactory>>,
 ) -> Result<()> {
+    let state_ttl = state.ttl;
     let mut vertex_of: Vec<usize> = Vec::with_capacity(plan.nodes.len());
     let edge = |graph: &JobGraph, from: usize, to_parallelism: usize| {
         if graph.vertices[from].parallelism == to_parallelism {
@@ -210,6 +221,7 @@ pub async fn compile_into(
                     expiry: *expiry,
                     schema: schema.clone(),
                     state_ttl,
+                    state_memory: state.memory.clone(),
                     updating: plan.updates(*left).is_some() || plan.updates(*right).is_some(),
                     null_aware: *null_aware,
                 };

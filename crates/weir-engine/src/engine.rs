@@ -619,13 +619,22 @@ impl Engine {
     ) -> Result<JobGraph> {
         let mut graph = JobGraph::default();
         let mut scans = self.config.reuse_sources().then(HashMap::new);
+        let state = crate::compile::StateOptions {
+            ttl: self.config.state_ttl(),
+            memory: Some(weir_state::spill::StateMemory::new(
+                self.config.managed_memory(),
+                self.config
+                    .tmp_dir()
+                    .map_or_else(std::env::temp_dir, std::path::PathBuf::from),
+            )),
+        };
         for (i, plan) in plans.iter().enumerate() {
             compile_into(
                 &mut graph,
                 plan,
                 i,
                 self.config.parallelism(),
-                self.config.state_ttl(),
+                &state,
                 scans.as_mut(),
                 collect,
             )

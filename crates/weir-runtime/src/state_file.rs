@@ -25,10 +25,7 @@ use weir_common::{Error, Result};
 /// First bytes of a task state file.
 const STATE_MAGIC: &[u8] = b"WEIR-TASK-STATE-2\n";
 
-/// Keyed payloads at least this large go to the shared folder when checkpoints are
-/// incremental; smaller ones stay inline (an object per tiny key group costs more than
-/// writing it again).
-pub const SHARED_MIN_BYTES: usize = 4096;
+pub use weir_state::checkpoint::{SHARED_MIN_BYTES, shared_name};
 
 /// The JSON part of a task state file: the snapshot without payloads, the sizes of the
 /// payloads of each state (source first, if any, then the operators), and the shared
@@ -58,11 +55,6 @@ pub struct SharedRef {
     pub payload: usize,
     pub name: String,
     pub size: u64,
-}
-
-/// The shared object name of `bytes`: their XXH3-128, hex.
-pub fn shared_name(bytes: &[u8]) -> String {
-    format!("{:032x}", twox_hash::XxHash3_128::oneshot(bytes))
 }
 
 /// Which payloads of `snapshot` go to the shared folder (see the module docs), as the
@@ -95,11 +87,17 @@ pub fn plan_shared_with(
             state
                 .payloads
                 .iter()
-                .map(|p| {
+                .enumerate()
+                .map(|(i, p)| {
+                    let size = state.payload_len(i);
                     if state.distribution != StateDistribution::KeyGroups
-                        || p.len() < SHARED_MIN_BYTES
+                        || size < SHARED_MIN_BYTES as u64
                     {
                         return None;
+                    }
+                    // Kept on disk by its operator: named already, never hashed here.
+                    if let Some(on_disk) = state.disk_payload(i) {
+                        return Some(on_disk.name.clone());
                     }
                     let at = (p.as_ptr() as usize, p.len());
                     let name = match names.names.remove(&at).or_else(|| next.remove(&at)) {
@@ -132,7 +130,7 @@ pub fn encode_with_shared(
         snapshot,
         payloads: states
             .clone()
-            .map(|s| s.payloads.iter().map(|p| p.len() as u64).collect())
+            .map(|s| (0..s.payloads.len()).map(|p| s.payload_len(p)).collect())
             .collect(),
         shared: shared.to_vec(),
     })?;
@@ -146,15 +144,19 @@ pub fn encode_with_shared(
     head.extend_from_slice(STATE_MAGIC);
     head.extend_from_slice(&(header.len() as u64).to_le_bytes());
     head.extend_from_slice(&header);
-    let inline = states.enumerate().flat_map(|(s, state)| {
-        state
-            .payloads
-            .iter()
-            .enumerate()
-            .filter(move |(p, _)| !is_shared(s, *p))
-            .map(|(_, b)| b.clone())
-    });
-    Ok(std::iter::once(Bytes::from(head)).chain(inline).collect())
+    let mut inline = vec![Bytes::from(head)];
+    for (s, state) in states.enumerate() {
+        for (p, bytes) in state.payloads.iter().enumerate() {
+            if is_shared(s, p) {
+                continue;
+            }
+            inline.push(match state.disk_payload(p) {
+                Some(on_disk) => on_disk.read()?,
+                None => bytes.clone(),
+            });
+        }
+    }
+    Ok(inline.into_iter().collect())
 }
 
 /// Reads a file written by [`encode_with_shared`]: inline payloads are slices of `bytes`;

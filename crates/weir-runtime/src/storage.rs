@@ -256,11 +256,17 @@ impl CheckpointStorage {
         let mut new = Vec::new();
         let mut full_size = 0;
         for (state, plan) in states.zip(&shared) {
-            for (bytes, name) in state.payloads.iter().zip(plan) {
+            for (p, (bytes, name)) in state.payloads.iter().zip(plan).enumerate() {
                 let Some(name) = name else { continue };
-                full_size += bytes.len() as u64;
+                full_size += state.payload_len(p);
                 if names.insert(name.clone()) && !known.contains(name) {
-                    new.push((self.shared_root().join(name.as_str()), bytes.clone()));
+                    // A payload its operator keeps on disk is read only now, when the
+                    // shared folder does not have it yet.
+                    let bytes = match state.disk_payload(p) {
+                        Some(on_disk) => on_disk.read()?,
+                        None => bytes.clone(),
+                    };
+                    new.push((self.shared_root().join(name.as_str()), bytes));
                 }
             }
         }

@@ -42,6 +42,58 @@ pub struct OperatorState {
     pub items: Vec<serde_json::Value>,
     #[serde(skip)]
     pub payloads: Vec<bytes::Bytes>,
+    /// Payloads the operator keeps on local disk (state larger than memory): where
+    /// `on_disk[i]` is set, `payloads[i]` is empty and the writer reads the bytes only if
+    /// it has to write them (see [`DiskPayload`]).
+    #[serde(skip)]
+    pub on_disk: Vec<Option<DiskPayload>>,
+}
+
+/// Keyed payloads at least this large go to the job's shared folder when checkpoints are
+/// incremental; smaller ones stay inline in the task's state file (an object per tiny key
+/// group costs more than writing it again).
+pub const SHARED_MIN_BYTES: usize = 4096;
+
+/// The name of `bytes` as a shared object of incremental checkpoints: their XXH3-128, hex.
+pub fn shared_name(bytes: &[u8]) -> String {
+    format!("{:032x}", twox_hash::XxHash3_128::oneshot(bytes))
+}
+
+/// A payload kept on local disk, with its size and its [`shared_name`]: an incremental
+/// checkpoint that already holds an object of that name refers to it without reading
+/// the bytes.
+#[derive(Clone)]
+pub struct DiskPayload {
+    pub name: String,
+    pub size: u64,
+    read: std::sync::Arc<dyn Fn() -> weir_common::Result<bytes::Bytes> + Send + Sync>,
+}
+
+impl DiskPayload {
+    pub fn new(
+        name: String,
+        size: u64,
+        read: std::sync::Arc<dyn Fn() -> weir_common::Result<bytes::Bytes> + Send + Sync>,
+    ) -> Self {
+        Self { name, size, read }
+    }
+
+    /// The bytes, read from disk.
+    pub fn read(&self) -> weir_common::Result<bytes::Bytes> {
+        (self.read)()
+    }
+}
+
+impl std::fmt::Debug for DiskPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DiskPayload({}, {} bytes)", self.name, self.size)
+    }
+}
+
+impl PartialEq for DiskPayload {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.size == other.size
+    }
 }
 
 impl OperatorState {
@@ -50,7 +102,27 @@ impl OperatorState {
             distribution,
             items,
             payloads: Vec::new(),
+            on_disk: Vec::new(),
         }
+    }
+
+    /// Refers to a payload kept on disk (see [`DiskPayload`]) and returns the reference an
+    /// item stores under `"payload"`.
+    pub fn add_disk_payload(&mut self, payload: DiskPayload) -> serde_json::Value {
+        self.on_disk.resize(self.payloads.len(), None);
+        self.on_disk.push(Some(payload));
+        self.add_payload(bytes::Bytes::new())
+    }
+
+    /// The payload `p` kept on disk, if it is.
+    pub fn disk_payload(&self, p: usize) -> Option<&DiskPayload> {
+        self.on_disk.get(p).and_then(Option::as_ref)
+    }
+
+    /// The size of payload `p`, on disk or in memory.
+    pub fn payload_len(&self, p: usize) -> u64 {
+        self.disk_payload(p)
+            .map_or(self.payloads[p].len() as u64, |d| d.size)
     }
 
     /// Keeps `bytes` and returns the reference an item stores under `"payload"`.

@@ -16,8 +16,10 @@
 //! a changelog. Rows of outer and kept sides count their matches instead of a flag.
 //! Retracted rows are compacted away once they outnumber live ones. A null-aware anti join
 //! (`NOT IN`) also counts the right side's rows and NULL keys (one subtask).
-//! The state grows with the input unless a state TTL drops rows stored longer ago; it is
-//! keyed, so a snapshot stores each key group's rows (Arrow IPC per side, epoch and key
+//! The state grows with the input unless a state TTL drops rows stored longer ago. Past
+//! the job's state memory budget, the oldest stored rows of an append-only side without
+//! flags move to local disk (see [`weir_state::spill`]); the index of keys stays in
+//! memory. The state is keyed, so a snapshot stores each key group's rows (Arrow IPC per side, epoch and key
 //! group; see [`snapshot`]) and a restore at another parallelism hands them to their new
 //! owners.
 
@@ -36,6 +38,7 @@ use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, TaskInfo};
 use weir_sql::JoinKind;
 use weir_sql::plan::PhysicalExprRef;
+use weir_state::spill::{BatchStore, StateMemory};
 
 /// Creates join operators.
 pub struct JoinOperatorFactory {
@@ -54,10 +57,27 @@ pub struct JoinOperatorFactory {
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`: stored rows older than this are dropped.
     pub state_ttl: Option<std::time::Duration>,
+    /// The job's state memory budget: stored rows past it move to local disk.
+    pub state_memory: Option<Arc<StateMemory>>,
     /// An input is a changelog (inner and outer joins): the output is one too.
     pub updating: bool,
     /// A null-aware left anti join (`NOT IN`); it runs as one subtask.
     pub null_aware: bool,
+}
+
+impl JoinOperatorFactory {
+    /// Which sides may keep stored rows on disk: those of append-only inputs whose rows
+    /// carry no flags of their own (an inner join's sides, the probing side of a semi or
+    /// outer join). Rows taken back by retractions, or flagged when matched, stay in memory.
+    fn spillable(&self) -> [bool; 2] {
+        let flagged = |side: usize| match self.kind {
+            JoinKind::Inner => false,
+            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => side == 0,
+            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => side == 1,
+            JoinKind::FullOuter => true,
+        };
+        [0, 1].map(|s| !self.updating && !self.null_aware && !flagged(s))
+    }
 }
 
 impl OperatorFactory for JoinOperatorFactory {
@@ -84,6 +104,7 @@ impl OperatorFactory for JoinOperatorFactory {
         )
     }
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
+        let spillable = self.spillable();
         let side = |s: usize| -> Result<Side> {
             let fields = self.keys[s]
                 .iter()
@@ -100,7 +121,10 @@ impl OperatorFactory for JoinOperatorFactory {
                 full: RowConverter::new(all_fields)?,
                 dead: std::collections::HashSet::new(),
                 matches: HashMap::new(),
-                batches: Vec::new(),
+                stored: BatchStore::new(
+                    self.inputs[s].clone(),
+                    self.state_memory.clone().filter(|_| spillable[s]),
+                ),
                 index: HashMap::new(),
                 emitted: Vec::new(),
                 born: Vec::new(),
@@ -146,7 +170,8 @@ struct Side {
     /// Outer side of a join with an updating input: how many rows of the other side
     /// match each stored row (absent: none, the NULL-padded row is out).
     matches: HashMap<(usize, usize), u32>,
-    batches: Vec<RecordBatch>,
+    /// The stored rows, in memory or on local disk; positions are `(batch, row)`.
+    stored: BatchStore,
     index: HashMap<OwnedRow, Vec<(usize, usize)>>,
     /// Semi joins, kept side: which stored rows were emitted; outer sides: which matched.
     emitted: Vec<Vec<bool>>,
@@ -167,7 +192,7 @@ impl Side {
     fn store(&mut self, batch: RecordBatch) -> Result<Vec<Option<OwnedRow>>> {
         let columns: Vec<ArrayRef> = self.keys.iter().map(|k| batch.column(*k).clone()).collect();
         let rows = self.converter.convert_columns(&columns)?;
-        let b = self.batches.len();
+        let b = self.stored.len();
         let mut keys = Vec::with_capacity(batch.num_rows());
         for i in 0..batch.num_rows() {
             if columns.iter().any(|c| c.is_null(i)) {
@@ -186,7 +211,7 @@ impl Side {
             self.latest.push(latest);
             self.first = self.first.min(latest);
         }
-        self.batches.push(batch);
+        self.stored.push(batch)?;
         Ok(keys)
     }
 
@@ -204,7 +229,7 @@ impl Side {
         for (k, (b, i)) in candidates.iter().enumerate() {
             let stored = self
                 .full
-                .convert_columns(self.batches[*b].slice(*i, 1).columns())?;
+                .convert_columns(self.stored.get(*b)?.slice(*i, 1).columns())?;
             if stored.row(0) == row {
                 found = Some(k);
                 break;
@@ -225,14 +250,15 @@ impl Side {
 
     /// Rebuilds the stored rows without the dead ones once those are the majority.
     fn compact(&mut self, schema: &SchemaRef) -> Result<()> {
-        let stored: usize = self.batches.iter().map(|b| b.num_rows()).sum();
+        let stored: usize = (0..self.stored.len()).map(|b| self.stored.rows(b)).sum();
         if self.dead.len() < 1024 || self.dead.len() * 2 < stored {
             return Ok(());
         }
-        let mut live = Vec::with_capacity(self.batches.len());
+        let mut live = Vec::with_capacity(self.stored.len());
         // Live rows keep their match counts at their new positions.
         let (mut matches, mut at) = (HashMap::new(), 0);
-        for (b, batch) in self.batches.iter().enumerate() {
+        for b in 0..self.stored.len() {
+            let batch = self.stored.get(b)?;
             let keep: arrow::array::BooleanArray = (0..batch.num_rows())
                 .map(|i| {
                     let live = !self.dead.contains(&(b, i));
@@ -245,11 +271,11 @@ impl Side {
                     Some(live)
                 })
                 .collect();
-            live.push(arrow::compute::filter_record_batch(batch, &keep)?);
+            live.push(arrow::compute::filter_record_batch(&batch, &keep)?);
         }
         let live = arrow::compute::concat_batches(schema, &live)?;
         let born = self.born.iter().copied().max().unwrap_or_else(now_ms);
-        self.batches.clear();
+        self.stored.clear();
         self.index.clear();
         self.emitted.clear();
         self.born.clear();
@@ -280,8 +306,8 @@ impl Side {
         }
         let latest = std::mem::take(&mut self.latest);
         self.drop_batches(|b| latest[b].saturating_add(offset) <= watermark);
-        self.first = (0..self.batches.len())
-            .filter(|b| self.batches[*b].num_rows() > 0)
+        self.first = (0..self.stored.len())
+            .filter(|b| self.stored.rows(*b) > 0)
             .map(|b| latest[b])
             .min()
             .unwrap_or(i64::MAX);
@@ -291,20 +317,20 @@ impl Side {
     /// Drops the stored batches `gone` selects (their slots stay, empty, so positions in
     /// the index keep their meaning).
     fn drop_batches(&mut self, gone: impl Fn(usize) -> bool) {
-        let expired: Vec<usize> = (0..self.batches.len())
-            .filter(|b| self.batches[*b].num_rows() > 0 && gone(*b))
+        let expired: Vec<usize> = (0..self.stored.len())
+            .filter(|b| self.stored.rows(*b) > 0 && gone(*b))
             .collect();
         if expired.is_empty() {
             return;
         }
         for b in &expired {
-            self.batches[*b] = RecordBatch::new_empty(self.batches[*b].schema());
+            self.stored.drop_batch(*b);
             self.emitted[*b] = Vec::new();
             self.epochs.touch(*b);
         }
         self.dead.retain(|(b, _)| !expired.contains(b));
         self.matches.retain(|(b, _), _| !expired.contains(b));
-        let empty = |b: usize| self.batches[b].num_rows() == 0;
+        let empty = |b: usize| self.stored.rows(b) == 0;
         self.index.retain(|_, rows| {
             rows.retain(|(b, _)| !empty(*b));
             !rows.is_empty()
@@ -400,7 +426,7 @@ impl JoinOperator {
             .partition(|i| key(*i as usize).is_some());
         changed.extend(unkeyed.iter().map(|i| (*i as usize, None)));
         if !added.is_empty() {
-            let b = self.sides[this].batches.len();
+            let b = self.sides[this].stored.len();
             let rows = arrow::compute::take_record_batch(
                 &data,
                 &arrow::array::UInt32Array::from(added.clone()),
@@ -583,23 +609,12 @@ impl JoinOperator {
         let own = arrow::array::UInt32Array::from(own.to_vec());
         let mut columns = Vec::with_capacity(self.combined.fields().len());
         for side in [0, 1] {
-            for c in 0..self.inputs[side].fields().len() {
-                columns.push(if side == this {
-                    arrow::compute::take(data.column(c), &own, None)?
-                } else {
-                    // NULLs come from a one-row NULL array after the stored batches.
-                    let nulls =
-                        arrow::array::new_null_array(self.inputs[side].field(c).data_type(), 1);
-                    let batches = &self.sides[other].batches;
-                    let mut arrays: Vec<&dyn Array> =
-                        batches.iter().map(|b| b.column(c).as_ref()).collect();
-                    arrays.push(nulls.as_ref());
-                    let picks: Vec<(usize, usize)> = theirs
-                        .iter()
-                        .map(|m| m.unwrap_or((batches.len(), 0)))
-                        .collect();
-                    arrow::compute::interleave(&arrays, &picks)?
-                });
+            if side == this {
+                for c in 0..self.inputs[side].fields().len() {
+                    columns.push(arrow::compute::take(data.column(c), &own, None)?);
+                }
+            } else {
+                columns.extend(self.sides[other].stored.gather_or_null(theirs)?);
             }
         }
         let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(own.len()));
@@ -620,16 +635,14 @@ impl JoinOperator {
     ) -> Result<RecordBatch> {
         let mut columns = Vec::with_capacity(self.combined.fields().len());
         for (side, picks) in [(0, left), (1, right)] {
-            for c in 0..self.inputs[side].fields().len() {
-                columns.push(match picks {
-                    Some([]) => {
-                        arrow::array::new_empty_array(self.inputs[side].field(c).data_type())
-                    }
-                    Some(picks) => gather(&self.sides[side].batches, picks, c)?,
-                    None => {
-                        arrow::array::new_null_array(self.inputs[side].field(c).data_type(), len)
-                    }
-                });
+            match picks {
+                Some(picks) => columns.extend(self.sides[side].stored.gather(picks)?),
+                None => columns.extend(
+                    self.inputs[side]
+                        .fields()
+                        .iter()
+                        .map(|f| arrow::array::new_null_array(f.data_type(), len)),
+                ),
             }
         }
         let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(len));
@@ -649,7 +662,7 @@ impl JoinOperator {
         };
         let anti = matches!(self.kind, JoinKind::LeftAnti | JoinKind::RightAnti);
         let other = 1 - this;
-        let stored = self.sides[this].batches.len();
+        let stored = self.sides[this].stored.len();
         let keys = self.sides[this].store(batch)?;
         let mut picks = Vec::new();
         if self.null_aware {
@@ -664,7 +677,8 @@ impl JoinOperator {
                 let null_keys = before.0 == 0 && self.right_rows > 0;
                 if all || null_keys {
                     let side = &mut self.sides[kept];
-                    for (b, batch) in side.batches.iter().enumerate() {
+                    for b in 0..side.stored.len() {
+                        let batch = side.stored.get(b)?;
                         for r in 0..batch.num_rows() {
                             let null = side.keys.iter().any(|k| batch.column(*k).is_null(r));
                             if !side.emitted[b][r] && (all || null) {
@@ -714,9 +728,7 @@ impl JoinOperator {
         if let (Some(filter), false) = (&self.filter, pairs[0].is_empty()) {
             let mut columns = Vec::new();
             for (side, pairs) in pairs.iter().enumerate() {
-                for c in 0..self.inputs[side].fields().len() {
-                    columns.push(gather(&self.sides[side].batches, pairs, c)?);
-                }
+                columns.extend(self.sides[side].stored.gather(pairs)?);
             }
             let options =
                 arrow::array::RecordBatchOptions::new().with_row_count(Some(pairs[0].len()));
@@ -740,7 +752,7 @@ impl JoinOperator {
             (picks, None)
         } else if this == kept {
             // Anti join: the new kept rows without a match are emitted...
-            let n = self.sides[kept].batches[stored].num_rows();
+            let n = self.sides[kept].stored.rows(stored);
             let lonely = (0..n)
                 .filter(|i| !self.sides[kept].emitted[stored][*i])
                 .map(|i| (stored, i))
@@ -753,9 +765,7 @@ impl JoinOperator {
         if rows.is_empty() {
             return Ok(());
         }
-        let columns = (0..self.inputs[kept].fields().len())
-            .map(|c| gather(&self.sides[kept].batches, &rows, c))
-            .collect::<Result<Vec<_>>>()?;
+        let columns = self.sides[kept].stored.gather(&rows)?;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         out.emit(match kind {
             None => batch,
@@ -763,11 +773,6 @@ impl JoinOperator {
         });
         Ok(())
     }
-}
-
-fn gather(batches: &[RecordBatch], picks: &[(usize, usize)], column: usize) -> Result<ArrayRef> {
-    let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(column).as_ref()).collect();
-    Ok(arrow::compute::interleave(&arrays, picks)?)
 }
 
 #[async_trait]
@@ -797,7 +802,7 @@ impl Operator for JoinOperator {
             return self.semi(input.min(1), batch, out);
         }
         let (this, other) = (input.min(1), 1 - input.min(1));
-        let stored = self.sides[this].batches.len();
+        let stored = self.sides[this].stored.len();
         let rows = batch.num_rows();
         let keys = self.sides[this].store(batch)?;
         // Pairs (row of this batch, stored row of the other side).
@@ -904,10 +909,8 @@ impl Operator for JoinOperator {
         self.sides
             .iter()
             .map(|side| {
-                side.batches
-                    .iter()
-                    .map(|b| b.get_array_memory_size())
-                    .sum::<usize>()
+                let (memory, disk) = side.stored.bytes();
+                (memory + disk) as usize
                     + side
                         .index
                         .iter()

@@ -11,6 +11,12 @@
 //! newest into the one before while that one holds no more rows, or is small — so a side
 //! keeps about log2(snapshots) epochs and each row is encoded again only about log2 times.
 //!
+//! A side under a state memory budget (see [`weir_state::spill`]) keeps its epochs'
+//! encoded parts in local files instead of memory, as [`DiskPayload`]s named like shared
+//! objects, so an incremental checkpoint that has them already does not even read them;
+//! once the side has rows on disk, epochs stop merging past [`MAX_SPILLED_MERGE_ROWS`]
+//! (a merge re-encodes both epochs, reading them back).
+//!
 //! A restore stores every item as a batch, epoch by epoch, and rebuilds the epochs.
 
 use super::{JoinOperator, Side};
@@ -20,20 +26,31 @@ use bytes::Bytes;
 use std::sync::Arc;
 use weir_common::Result;
 use weir_runtime::{OperatorState, StateDistribution};
+use weir_state::checkpoint::DiskPayload;
+use weir_state::spill::SpillFile;
 
 /// An epoch with fewer rows takes in the next one: every epoch costs an item per key
 /// group (with Arrow IPC's per-message overhead), which only pays for itself when the
 /// epoch is large.
 const MIN_EPOCH_ROWS: usize = 16_384;
 
+/// Epochs of a side with rows on disk merge only up to this many rows.
+const MAX_SPILLED_MERGE_ROWS: usize = 1 << 20;
+
+/// An encoded part of an epoch (one key group), in memory or in a local file.
+#[derive(Clone)]
+pub(super) enum Part {
+    Memory(Bytes),
+    Disk(DiskPayload),
+}
+
 /// Batches `start..` (up to the next epoch's start) of a side.
 #[derive(Default)]
 pub(super) struct Epoch {
     start: usize,
     rows: usize,
-    /// The encoded parts of the epoch's rows, `(key group, IPC bytes)`, while none of its
-    /// rows changed.
-    encoded: Option<Vec<(usize, Bytes)>>,
+    /// The encoded parts of the epoch's rows by key group, while none of its rows changed.
+    encoded: Option<Vec<(usize, Part)>>,
 }
 
 /// The epochs of a side, and where the unsealed batches start.
@@ -61,8 +78,8 @@ impl Epochs {
     }
 
     /// Seals the batches stored since the last snapshot as a new epoch (of `rows` rows),
-    /// then merges epochs like a binary counter.
-    fn seal(&mut self, batches: usize, rows: usize) {
+    /// then merges epochs like a binary counter, up to `max_merge` rows.
+    fn seal(&mut self, batches: usize, rows: usize, max_merge: usize) {
         if batches > self.sealed {
             self.epochs.push(Epoch {
                 start: self.sealed,
@@ -72,7 +89,9 @@ impl Epochs {
             self.sealed = batches;
         }
         while let [.., before, last] = &self.epochs[..] {
-            if before.rows > last.rows && before.rows >= MIN_EPOCH_ROWS {
+            if before.rows > last.rows && before.rows >= MIN_EPOCH_ROWS
+                || before.rows + last.rows > max_merge
+            {
                 break;
             }
             let last = self.epochs.pop().expect("two epochs");
@@ -104,9 +123,14 @@ impl JoinOperator {
         for s in 0..2 {
             let flagged = self.flagged(s);
             let side = &mut self.sides[s];
-            let unsealed = side.epochs.sealed.min(side.batches.len())..side.batches.len();
-            let rows = side.batches[unsealed].iter().map(|b| b.num_rows()).sum();
-            side.epochs.seal(side.batches.len(), rows);
+            let batches = side.stored.len();
+            let unsealed = side.epochs.sealed.min(batches)..batches;
+            let rows = unsealed.map(|b| side.stored.rows(b)).sum();
+            let max_merge = match side.stored.spilling() {
+                true => MAX_SPILLED_MERGE_ROWS,
+                false => usize::MAX,
+            };
+            side.epochs.seal(batches, rows, max_merge);
             for (e, range) in side.epochs.ranges().into_iter().enumerate() {
                 let kept = match flagged {
                     true => None,
@@ -115,15 +139,30 @@ impl JoinOperator {
                 let parts = match kept {
                     Some(parts) => parts,
                     None => {
-                        let parts = self.encode(s, range)?;
+                        let encoded = self.encode(s, range)?;
+                        // Under a memory budget the parts wait for the next checkpoint
+                        // on disk, not in memory.
+                        let parts: Vec<(usize, Part)> = match self.sides[s].stored.memory() {
+                            Some(memory) if !flagged => SpillFile::keep(memory, encoded)?
+                                .into_iter()
+                                .map(|(kg, p)| (kg, Part::Disk(p)))
+                                .collect(),
+                            _ => encoded
+                                .into_iter()
+                                .map(|(kg, b)| (kg, Part::Memory(b)))
+                                .collect(),
+                        };
                         if !flagged {
                             self.sides[s].epochs.epochs[e].encoded = Some(parts.clone());
                         }
                         parts
                     }
                 };
-                for (kg, bytes) in parts {
-                    let payload = state.add_payload(bytes);
+                for (kg, part) in parts {
+                    let payload = match part {
+                        Part::Memory(bytes) => state.add_payload(bytes),
+                        Part::Disk(on_disk) => state.add_disk_payload(on_disk),
+                    };
                     state.items.push(serde_json::json!({
                         "kg": kg, "payload": payload, "side": s, "epoch": e,
                     }));
@@ -147,7 +186,10 @@ impl JoinOperator {
     fn encode(&self, s: usize, range: std::ops::Range<usize>) -> Result<Vec<(usize, Bytes)>> {
         let side: &Side = &self.sides[s];
         let first = range.start;
-        let batches = &side.batches[range];
+        let batches = range
+            .map(|b| side.stored.get(b))
+            .collect::<Result<Vec<_>>>()?;
+        let batches = &batches[..];
         let all = arrow::compute::concat_batches(&self.inputs[s], batches)?;
         let all = if self.flagged(s) {
             // Per stored row: whether it matched (append-only inputs) or how many rows
@@ -244,7 +286,7 @@ impl JoinOperator {
             if current[side] != Some(epoch(item).unwrap_or(0)) {
                 current[side] = Some(epoch(item).unwrap_or(0));
                 stored.epochs.epochs.push(Epoch {
-                    start: stored.batches.len(),
+                    start: stored.stored.len(),
                     ..Default::default()
                 });
             }
@@ -258,7 +300,7 @@ impl JoinOperator {
                 stored.epochs.epochs.last_mut().expect("an epoch").rows += data.num_rows();
                 stored.store(data)?;
                 if batch.num_columns() > n {
-                    let b = stored.batches.len() - 1;
+                    let b = stored.stored.len() - 1;
                     let flags = batch.column(n);
                     if let Some(counts) = flags.as_primitive_opt::<arrow::datatypes::UInt32Type>() {
                         for (i, c) in counts.iter().enumerate() {
@@ -276,7 +318,7 @@ impl JoinOperator {
             }
         }
         for side in &mut self.sides {
-            side.epochs.sealed = side.batches.len();
+            side.epochs.sealed = side.stored.len();
         }
         Ok(())
     }
@@ -297,26 +339,26 @@ mod tests {
         let n = MIN_EPOCH_ROWS;
         let mut e = Epochs::default();
         for snapshot in 1..=7 {
-            e.seal(snapshot * 2, n);
+            e.seal(snapshot * 2, n, usize::MAX);
         }
         assert_eq!(sizes(&e), [4 * n, 2 * n, n]);
         assert_eq!(e.ranges(), [0..8, 8..12, 12..14]);
-        e.seal(16, n);
+        e.seal(16, n, usize::MAX);
         assert_eq!(sizes(&e), [8 * n]);
         // No new batches: nothing to seal, nothing merges.
-        e.seal(16, 0);
+        e.seal(16, 0, usize::MAX);
         assert_eq!(e.ranges(), vec![0..16_usize]);
         // Small epochs gather until they are worth keeping apart.
-        e.seal(17, 10);
-        e.seal(18, 10);
+        e.seal(17, 10, usize::MAX);
+        e.seal(18, 10, usize::MAX);
         assert_eq!(sizes(&e), [8 * n, 20]);
     }
 
     #[test]
     fn a_changed_batch_clears_its_epochs_encoding_only() {
         let mut e = Epochs::default();
-        e.seal(4, 2 * MIN_EPOCH_ROWS);
-        e.seal(6, MIN_EPOCH_ROWS);
+        e.seal(4, 2 * MIN_EPOCH_ROWS, usize::MAX);
+        e.seal(6, MIN_EPOCH_ROWS, usize::MAX);
         for epoch in &mut e.epochs {
             epoch.encoded = Some(Vec::new());
         }

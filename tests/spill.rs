@@ -1,0 +1,117 @@
+//! State larger than memory: past `taskmanager.memory.managed.size`, a join's oldest
+//! stored rows move to local disk and are read back when a probe needs them. The job's
+//! rows must not change, and a job whose state is on disk when it is killed restores
+//! exactly once.
+
+use crate::common::*;
+
+/// A dimension of 40,000 rows (~7 MB of join state, 160-character names) read at once,
+/// and events that trickle in afterwards and look names up all over it: with a 1 MB
+/// budget most of the dimension is on disk when the events probe it.
+const SPILLING_JOIN: &str = "
+SET 'taskmanager.memory.managed.size' = '${budget}';
+SET 'io.tmp.dirs' = '${spill}';
+CREATE TABLE dim (id BIGINT, name STRING) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '400000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '40000',
+  'fields.name.length' = '160'
+);
+CREATE TABLE events (eid BIGINT, ref BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '${rate}',
+  'fields.eid.kind' = 'sequence', 'fields.eid.start' = '1', 'fields.eid.end' = '${events}',
+  'fields.ref.min' = '1', 'fields.ref.max' = '40000'
+);
+CREATE TABLE out (eid BIGINT, ref BIGINT, name STRING)
+WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'csv');
+INSERT INTO out SELECT e.eid, e.ref, d.name FROM events e JOIN dim d ON e.ref = d.id;
+";
+
+fn spilling_join(dir: &std::path::Path, budget: &str, events: u64, rate: u64) -> String {
+    let text = render(
+        SPILLING_JOIN,
+        &[
+            ("budget", budget),
+            ("spill", dir.join("spill").to_str().unwrap()),
+            ("out", dir.join("out").to_str().unwrap()),
+            ("events", &events.to_string()),
+            ("rate", &rate.to_string()),
+        ],
+    );
+    write_script(dir, "job.sql", &text)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+const SPILLING: &str = "spilling the oldest rows";
+
+/// With a 1 MB budget the join's state (over 5 MB: every checkpoint reports it) spills
+/// and the job gives the rows of the same job with a 1 GB budget, which keeps everything
+/// in memory; both checkpoint, so encoded state kept on disk is written too.
+#[test]
+fn join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
+    let run = |budget: &str| {
+        let tmp = tempfile::tempdir().unwrap();
+        let script = spilling_join(tmp.path(), budget, 3000, 1500);
+        let chk = tmp.path().join("chk");
+        let out = weir()
+            .env("WEIR_LOG", "info")
+            .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
+            .arg(&chk)
+            .args(["--checkpoint-interval", "300 ms"])
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{log}");
+        let rows = committed_lines(&tmp.path().join("out"));
+        let state = crate::state::checkpoint_sizes(&log)
+            .iter()
+            .map(|(state, _)| *state)
+            .max()
+            .unwrap_or(0);
+        (rows, log, state)
+    };
+    let (spilled, log, state) = run("1 mb");
+    assert!(log.contains(SPILLING), "nothing spilled:\n{log}");
+    assert!(
+        state > 5 << 20,
+        "the state ({state} bytes) is not 5 times the budget"
+    );
+    let (in_memory, log, _) = run("1 gb");
+    assert!(!log.contains(SPILLING), "spilled under 1 GB:\n{log}");
+    assert_eq!(spilled.len(), 3000);
+    assert_eq!(spilled, in_memory);
+}
+
+/// The spilling join under SIGKILLs, restored each time from the latest checkpoint (whose
+/// join state was written from disk): every event is joined exactly once.
+#[test]
+fn spilled_join_state_is_exactly_once_under_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = spilling_join(tmp.path(), "1 mb", 3000, 600);
+    let chk = tmp.path().join("chk");
+    let args = [
+        &script[..],
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "150 ms",
+    ];
+    let kills = crate::crash::kill_until_done(&args, &[], 10, 23);
+    assert!(kills >= 10, "only {kills} kills");
+    let eids: Vec<i64> = committed_lines(&tmp.path().join("out"))
+        .iter()
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let lines = committed_lines(&tmp.path().join("out")).len();
+    assert_eq!(lines, 3000, "events joined twice after {kills} SIGKILLs");
+    assert_eq!(
+        eids,
+        (1..=3000).collect::<Vec<_>>(),
+        "events lost after {kills} SIGKILLs"
+    );
+}

@@ -275,14 +275,14 @@ pub static KEYS: &[KeyInfo] = &[
         [],
         "",
         MemorySize,
-        "Batch mode: memory DataFusion's sorts, joins and aggregates may hold together; past it they spill to disk, and one that cannot spill fails with an error naming this key (default: taskmanager.memory.managed.fraction of taskmanager.memory.flink.size)."
+        "The memory budget of a job's state (default: taskmanager.memory.managed.fraction of taskmanager.memory.flink.size). Batch mode: what DataFusion's sorts, joins and aggregates may hold together; past it they spill to disk, and one that cannot spill fails with an error naming this key. Streaming: what a join's stored rows and their index may hold; past it the oldest rows move to local disk under io.tmp.dirs."
     ),
     key!(
         "taskmanager.memory.managed.fraction",
         [],
         "0.4",
         Float(0.0),
-        "Batch mode: the memory budget as a fraction of taskmanager.memory.flink.size, when taskmanager.memory.managed.size is not set."
+        "The state memory budget as a fraction of taskmanager.memory.flink.size, when taskmanager.memory.managed.size is not set."
     ),
     key!(
         "taskmanager.memory.flink.size",
@@ -296,7 +296,7 @@ pub static KEYS: &[KeyInfo] = &[
         [],
         "",
         Text,
-        "Batch mode: the directory spill files go to (default: the system's temporary directory)."
+        "The directory spill files go to, in batch mode and for streaming state past its memory budget (default: the system's temporary directory). Streaming state files are unlinked when created: nothing is left behind, however the process ends."
     ),
     key!(
         "table.exec.state.ttl",

@@ -260,22 +260,26 @@ impl CheckpointStorage {
                 let Some(name) = name else { continue };
                 full_size += state.payload_len(p);
                 if names.insert(name.clone()) && !known.contains(name) {
-                    // A payload its operator keeps on disk is read only now, when the
-                    // shared folder does not have it yet.
-                    let bytes = match state.disk_payload(p) {
-                        Some(on_disk) => on_disk.read()?,
-                        None => bytes.clone(),
-                    };
-                    new.push((self.shared_root().join(name.as_str()), bytes));
+                    let path = self.shared_root().join(name.as_str());
+                    new.push((path, bytes.clone(), state.disk_payload(p).cloned()));
                 }
             }
         }
-        let written: u64 = new.iter().map(|(_, b)| b.len() as u64).sum();
-        // Several at once: on S3 each is a request of its own.
+        let written: u64 = new
+            .iter()
+            .map(|(_, b, on_disk)| on_disk.as_ref().map_or(b.len() as u64, |d| d.size))
+            .sum();
+        // Several at once: on S3 each is a request of its own. A payload its operator
+        // keeps on disk is read only now, a few at a time.
         futures::stream::iter(new)
-            .map(
-                |(path, bytes)| async move { self.store.put(&path, PutPayload::from(bytes)).await },
-            )
+            .map(|(path, bytes, on_disk)| async move {
+                let bytes = match on_disk {
+                    Some(on_disk) => on_disk.read()?,
+                    None => bytes,
+                };
+                self.store.put(&path, PutPayload::from(bytes)).await?;
+                Ok::<_, weir_common::Error>(())
+            })
             .buffer_unordered(SHARED_PUTS_IN_FLIGHT)
             .try_collect::<Vec<_>>()
             .await?;

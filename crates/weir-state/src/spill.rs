@@ -100,7 +100,8 @@ pub struct SpillFile {
 }
 
 impl SpillFile {
-    fn create(memory: &StateMemory) -> Result<Arc<Self>> {
+    /// A new file under the budget's folder.
+    pub fn create(memory: &StateMemory) -> Result<Arc<Self>> {
         Ok(Arc::new(Self {
             file: memory.create_file()?,
             len: AtomicU64::new(0),
@@ -133,21 +134,18 @@ impl SpillFile {
         ))
     }
 
-    /// Writes checkpoint payloads (`(key group, bytes)`) to a file of their own and
-    /// returns them as [`DiskPayload`]s, named like the shared objects of incremental
-    /// checkpoints: an operator keeps these instead of the bytes between checkpoints.
-    pub fn keep(
-        memory: &StateMemory,
-        parts: Vec<(usize, Bytes)>,
-    ) -> Result<Vec<(usize, DiskPayload)>> {
-        let file = Self::create(memory)?;
+    /// Appends checkpoint payloads (`(key group, bytes)`) and returns them as
+    /// [`DiskPayload`]s, named like the shared objects of incremental checkpoints: an
+    /// operator keeps these instead of the bytes between checkpoints. The file stays
+    /// while any of them does.
+    pub fn keep(self: &Arc<Self>, parts: Vec<(usize, Bytes)>) -> Result<Vec<(usize, DiskPayload)>> {
         parts
             .into_iter()
             .map(|(kg, bytes)| {
-                let at = file.append(&bytes)?;
+                let at = self.append(&bytes)?;
                 let len = bytes.len() as u64;
                 let name = crate::checkpoint::shared_name(&bytes);
-                let file = file.clone();
+                let file = self.clone();
                 let read = Arc::new(move || file.read(at, len));
                 Ok((kg, DiskPayload::new(name, len, read)))
             })
@@ -192,6 +190,9 @@ pub struct BatchStore {
     memory: Option<Arc<StateMemory>>,
     /// Bytes of the batches in memory.
     resident: u64,
+    /// Bytes the operator holds beside the batches for this store (its index), counted
+    /// against the budget too; they cannot spill, so the batches give way for them.
+    overhead: u64,
     /// Bytes of the batches on disk.
     on_disk: u64,
     /// Slots before this one are not in memory.
@@ -210,6 +211,7 @@ impl BatchStore {
             slots: Vec::new(),
             memory,
             resident: 0,
+            overhead: 0,
             on_disk: 0,
             oldest: 0,
             segments: Vec::new(),
@@ -251,6 +253,18 @@ impl BatchStore {
         self.slots.push(Slot::Memory { batch, bytes });
         self.relieve()?;
         Ok(self.slots.len() - 1)
+    }
+
+    /// Sets the bytes the operator holds beside the batches (see `overhead`); spills if
+    /// that puts the job over budget.
+    pub fn set_overhead(&mut self, bytes: u64) -> Result<()> {
+        if let Some(m) = &self.memory {
+            m.used.fetch_add(bytes, Ordering::Relaxed);
+            m.used.fetch_sub(self.overhead, Ordering::Relaxed);
+        }
+        let grew = bytes > self.overhead;
+        self.overhead = bytes;
+        if grew { self.relieve() } else { Ok(()) }
     }
 
     /// Rows of batch `b` (0 once dropped).
@@ -394,7 +408,7 @@ impl BatchStore {
         let Some(memory) = self.memory.clone() else {
             return Ok(());
         };
-        while memory.over(self.resident) && self.oldest + 1 < self.slots.len() {
+        while memory.over(self.resident + self.overhead) && self.oldest + 1 < self.slots.len() {
             let b = self.oldest;
             self.oldest += 1;
             let Slot::Memory { batch, bytes } = &self.slots[b] else {
@@ -443,7 +457,8 @@ impl BatchStore {
 impl Drop for BatchStore {
     fn drop(&mut self) {
         if let Some(m) = &self.memory {
-            m.used.fetch_sub(self.resident, Ordering::Relaxed);
+            m.used
+                .fetch_sub(self.resident + self.overhead, Ordering::Relaxed);
             m.stores.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -518,7 +533,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let memory = StateMemory::new(1 << 20, tmp.path().to_path_buf());
         let parts = vec![(3, Bytes::from(vec![7u8; 5000])), (9, Bytes::from("small"))];
-        let kept = SpillFile::keep(&memory, parts.clone()).unwrap();
+        let kept = SpillFile::create(&memory)
+            .unwrap()
+            .keep(parts.clone())
+            .unwrap();
         for ((kg, bytes), (kept_kg, payload)) in parts.iter().zip(&kept) {
             assert_eq!(kg, kept_kg);
             assert_eq!(&payload.read().unwrap(), bytes);

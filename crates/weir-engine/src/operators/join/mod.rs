@@ -125,6 +125,7 @@ impl OperatorFactory for JoinOperatorFactory {
                     self.inputs[s].clone(),
                     self.state_memory.clone().filter(|_| spillable[s]),
                 ),
+                positions: 0,
                 index: HashMap::new(),
                 emitted: Vec::new(),
                 born: Vec::new(),
@@ -172,6 +173,8 @@ struct Side {
     matches: HashMap<(usize, usize), u32>,
     /// The stored rows, in memory or on local disk; positions are `(batch, row)`.
     stored: BatchStore,
+    /// Stored positions in `index` (for its size, counted against the memory budget).
+    positions: usize,
     index: HashMap<OwnedRow, Vec<(usize, usize)>>,
     /// Semi joins, kept side: which stored rows were emitted; outer sides: which matched.
     emitted: Vec<Vec<bool>>,
@@ -202,6 +205,7 @@ impl Side {
             let key = rows.row(i).owned();
             self.index.entry(key.clone()).or_default().push((b, i));
             keys.push(Some(key));
+            self.positions += 1;
         }
         self.emitted.push(vec![false; batch.num_rows()]);
         self.born.push(now_ms());
@@ -212,7 +216,15 @@ impl Side {
             self.first = self.first.min(latest);
         }
         self.stored.push(batch)?;
+        self.stored.set_overhead(self.index_bytes())?;
         Ok(keys)
+    }
+
+    /// About what the index takes in memory: a key with its list (arrow's `OwnedRow`, a
+    /// vector and the hash table's slot, about 96 bytes with the key's own), and 16 bytes
+    /// per stored position, with the vectors' usual slack.
+    fn index_bytes(&self) -> u64 {
+        (self.index.capacity() * 96 + self.positions * 24) as u64
     }
 
     /// Takes back one stored row equal to `row` under `key`: its position, or `None` when
@@ -240,6 +252,7 @@ impl Side {
         };
         let rows = self.index.get_mut(key).expect("looked up");
         let at = rows.swap_remove(k);
+        self.positions -= 1;
         if rows.is_empty() {
             self.index.remove(key);
         }
@@ -277,6 +290,7 @@ impl Side {
         let born = self.born.iter().copied().max().unwrap_or_else(now_ms);
         self.stored.clear();
         self.index.clear();
+        self.positions = 0;
         self.emitted.clear();
         self.born.clear();
         self.latest.clear();
@@ -335,6 +349,7 @@ impl Side {
             rows.retain(|(b, _)| !empty(*b));
             !rows.is_empty()
         });
+        self.positions = self.index.values().map(Vec::len).sum();
     }
 }
 

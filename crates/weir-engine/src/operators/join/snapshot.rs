@@ -37,6 +37,10 @@ const MIN_EPOCH_ROWS: usize = 16_384;
 /// Epochs of a side with rows on disk merge only up to this many rows.
 const MAX_SPILLED_MERGE_ROWS: usize = 1 << 20;
 
+/// A side under a memory budget encodes an epoch this many rows at a time (its parts go
+/// to disk chunk by chunk), so a snapshot needs little memory whatever the epoch's size.
+const ENCODE_CHUNK_ROWS: usize = 1 << 17;
+
 /// An encoded part of an epoch (one key group), in memory or in a local file.
 #[derive(Clone)]
 pub(super) enum Part {
@@ -122,6 +126,8 @@ impl JoinOperator {
         let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
         for s in 0..2 {
             let flagged = self.flagged(s);
+            // Where this snapshot's newly encoded parts wait on disk, if they do.
+            let mut keep_file: Option<std::sync::Arc<SpillFile>> = None;
             let side = &mut self.sides[s];
             let batches = side.stored.len();
             let unsealed = side.epochs.sealed.min(batches)..batches;
@@ -139,19 +145,31 @@ impl JoinOperator {
                 let parts = match kept {
                     Some(parts) => parts,
                     None => {
-                        let encoded = self.encode(s, range)?;
-                        // Under a memory budget the parts wait for the next checkpoint
-                        // on disk, not in memory.
-                        let parts: Vec<(usize, Part)> = match self.sides[s].stored.memory() {
-                            Some(memory) if !flagged => SpillFile::keep(memory, encoded)?
-                                .into_iter()
-                                .map(|(kg, p)| (kg, Part::Disk(p)))
-                                .collect(),
-                            _ => encoded
-                                .into_iter()
-                                .map(|(kg, b)| (kg, Part::Memory(b)))
-                                .collect(),
-                        };
+                        // Under a memory budget the parts are encoded a chunk at a time
+                        // and wait for the next checkpoint on disk, not in memory.
+                        let memory = self.sides[s].stored.memory().filter(|_| !flagged);
+                        let mut parts: Vec<(usize, Part)> = Vec::new();
+                        for chunk in self.chunks(s, range, memory.is_some()) {
+                            let encoded = self.encode(s, chunk)?;
+                            match memory {
+                                Some(memory) => {
+                                    let file = match &keep_file {
+                                        Some(file) => file.clone(),
+                                        None => {
+                                            keep_file.insert(SpillFile::create(memory)?).clone()
+                                        }
+                                    };
+                                    parts.extend(
+                                        file.keep(encoded)?
+                                            .into_iter()
+                                            .map(|(kg, p)| (kg, Part::Disk(p))),
+                                    );
+                                }
+                                None => parts.extend(
+                                    encoded.into_iter().map(|(kg, b)| (kg, Part::Memory(b))),
+                                ),
+                            }
+                        }
                         if !flagged {
                             self.sides[s].epochs.epochs[e].encoded = Some(parts.clone());
                         }
@@ -179,6 +197,32 @@ impl JoinOperator {
             }));
         }
         Ok(state)
+    }
+
+    /// Batches `range` of side `s` in chunks of about [`ENCODE_CHUNK_ROWS`] rows (`chunked`),
+    /// or whole.
+    fn chunks(
+        &self,
+        s: usize,
+        range: std::ops::Range<usize>,
+        chunked: bool,
+    ) -> Vec<std::ops::Range<usize>> {
+        if !chunked {
+            return vec![range];
+        }
+        let mut chunks = Vec::new();
+        let (mut start, mut rows) = (range.start, 0);
+        for b in range.clone() {
+            rows += self.sides[s].stored.rows(b);
+            if rows >= ENCODE_CHUNK_ROWS {
+                chunks.push(start..b + 1);
+                (start, rows) = (b + 1, 0);
+            }
+        }
+        if start < range.end || chunks.is_empty() {
+            chunks.push(start..range.end);
+        }
+        chunks
     }
 
     /// The live rows of batches `range` of side `s` (with their flags, for a flagged

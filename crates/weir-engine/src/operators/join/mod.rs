@@ -288,6 +288,15 @@ impl Side {
         }
         let live = arrow::compute::concat_batches(schema, &live)?;
         let born = self.born.iter().copied().max().unwrap_or_else(now_ms);
+        self.clear();
+        self.store(live)?;
+        self.born[0] = born;
+        self.matches = matches;
+        Ok(())
+    }
+
+    /// Forgets every stored row (with their flags, counts and epochs).
+    fn clear(&mut self) {
         self.stored.clear();
         self.index.clear();
         self.positions = 0;
@@ -295,12 +304,9 @@ impl Side {
         self.born.clear();
         self.latest.clear();
         self.dead.clear();
+        self.matches.clear();
         self.first = i64::MAX;
         self.epochs.reset();
-        self.store(live)?;
-        self.born[0] = born;
-        self.matches = matches;
-        Ok(())
     }
 
     /// Drops the batches stored before `cutoff` (state TTL).
@@ -909,6 +915,18 @@ impl Operator for JoinOperator {
         if let Some(first) = batches.first() {
             out.emit(arrow::compute::concat_batches(&first.schema(), &batches)?);
         }
+        Ok(())
+    }
+
+    /// Every input has ended (drained: a stop without drain does not finish operators),
+    /// so no row can meet the stored ones any more. As in Flink, a finished operator
+    /// keeps no state: the stored rows (and their files on disk) go now, and the final
+    /// checkpoint does not write them.
+    async fn finish(&mut self, _out: &mut Output) -> Result<()> {
+        for side in &mut self.sides {
+            side.clear();
+        }
+        (self.right_rows, self.right_nulls) = (0, 0);
         Ok(())
     }
 

@@ -15,6 +15,10 @@
 //! references it and keeps objects written for aborted checkpoints until the job ends.
 //! Reading checks each object's bytes against its name. Savepoints are always written
 //! whole, payloads inline.
+//!
+//! A payload an operator keeps on local disk ([`weir_state::checkpoint::DiskPayload`]:
+//! state larger than memory) comes with its name; it is read from disk only to be
+//! uploaded as a new shared object or written inline.
 
 use crate::checkpoint::{StateDistribution, TaskSnapshot};
 use bytes::Bytes;

@@ -345,6 +345,14 @@ impl BatchStore {
     /// Like [`Self::gather`], with NULL rows where `picks` has `None`.
     pub fn gather_or_null(&self, picks: &[Option<(usize, usize)>]) -> Result<Vec<ArrayRef>> {
         let found: Vec<(usize, usize)> = picks.iter().flatten().copied().collect();
+        if found.is_empty() {
+            return Ok(self
+                .schema
+                .fields()
+                .iter()
+                .map(|f| arrow::array::new_null_array(f.data_type(), picks.len()))
+                .collect());
+        }
         let columns = self.gather(&found)?;
         if found.len() == picks.len() {
             return Ok(columns);
@@ -508,6 +516,8 @@ mod tests {
         let padded = store.gather_or_null(&[None, Some((3, 2)), None]).unwrap();
         let ids = padded[0].as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(ids.iter().collect::<Vec<_>>(), [None, Some(3002), None]);
+        let nulls = store.gather_or_null(&[None, None]).unwrap();
+        assert_eq!((nulls[1].len(), nulls[1].null_count()), (2, 2));
         // Dropping everything gives the memory and the files back.
         store.clear();
         assert_eq!(memory.used(), 0);

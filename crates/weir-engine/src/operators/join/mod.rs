@@ -19,9 +19,9 @@
 //! The state grows with the input unless a state TTL drops rows stored longer ago. Past
 //! the job's state memory budget, the oldest stored rows of an append-only side without
 //! flags move to local disk (see [`weir_state::spill`]); the index of keys stays in
-//! memory. The state is keyed, so a snapshot stores each key group's rows (Arrow IPC per side, epoch and key
-//! group; see [`snapshot`]) and a restore at another parallelism hands them to their new
-//! owners.
+//! memory. The state is keyed, so a snapshot stores each key group's rows (Arrow IPC per
+//! side, epoch and key group; see [`snapshot`]) and a restore at another parallelism hands
+//! them to their new owners.
 
 mod snapshot;
 
@@ -70,13 +70,18 @@ impl JoinOperatorFactory {
     /// carry no flags of their own (an inner join's sides, the probing side of a semi or
     /// outer join). Rows taken back by retractions, or flagged when matched, stay in memory.
     fn spillable(&self) -> [bool; 2] {
-        let flagged = |side: usize| match self.kind {
-            JoinKind::Inner => false,
-            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => side == 0,
-            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => side == 1,
-            JoinKind::FullOuter => true,
-        };
-        [0, 1].map(|s| !self.updating && !self.null_aware && !flagged(s))
+        [0, 1].map(|s| !self.updating && !self.null_aware && !flagged(self.kind, s))
+    }
+}
+
+/// Whether `side`'s stored rows carry state of their own (in checkpoints too): a semi or
+/// anti join's kept side (emitted, or its match count), an outer side (matched).
+fn flagged(kind: JoinKind, side: usize) -> bool {
+    match kind {
+        JoinKind::Inner => false,
+        JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => side == 0,
+        JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => side == 1,
+        JoinKind::FullOuter => true,
     }
 }
 
@@ -388,15 +393,9 @@ impl JoinOperator {
         }
     }
 
-    /// Whether `side`'s stored rows carry state of their own (in checkpoints too): a semi
-    /// or anti join's kept side (emitted, or its match count), an outer side (matched).
+    /// Whether `side`'s stored rows carry state of their own (see [`flagged`]).
     fn flagged(&self, side: usize) -> bool {
-        match self.kind {
-            JoinKind::Inner => false,
-            JoinKind::LeftSemi | JoinKind::LeftOuter | JoinKind::LeftAnti => side == 0,
-            JoinKind::RightSemi | JoinKind::RightOuter | JoinKind::RightAnti => side == 1,
-            JoinKind::FullOuter => true,
-        }
+        flagged(self.kind, side)
     }
 
     /// Inner and outer joins when an input updates: retractions take stored rows back. A

@@ -5,37 +5,22 @@
 
 use crate::common::*;
 
-/// A dimension of 40,000 rows (~7 MB of join state, 160-character names) read at once,
-/// and events that trickle in afterwards and look names up all over it: with a 1 MB
-/// budget most of the dimension is on disk when the events probe it.
-const SPILLING_JOIN: &str = "
-SET 'taskmanager.memory.managed.size' = '${budget}';
-SET 'io.tmp.dirs' = '${spill}';
-CREATE TABLE dim (id BIGINT, name STRING) WITH (
-  'connector' = 'datagen', 'rows-per-second' = '400000',
-  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '40000',
-  'fields.name.length' = '160'
-);
-CREATE TABLE events (eid BIGINT, ref BIGINT) WITH (
-  'connector' = 'datagen', 'rows-per-second' = '${rate}',
-  'fields.eid.kind' = 'sequence', 'fields.eid.start' = '1', 'fields.eid.end' = '${events}',
-  'fields.ref.min' = '1', 'fields.ref.max' = '40000'
-);
-CREATE TABLE out (eid BIGINT, ref BIGINT, name STRING)
-WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'csv');
-INSERT INTO out SELECT e.eid, e.ref, d.name FROM events e JOIN dim d ON e.ref = d.id;
-";
-
+/// The dimension join of the state tests — 40,000 rows (~7 MB of join state,
+/// 160-character names) read at once, then events that trickle in and look names up all
+/// over it — under a memory budget: with 1 MB most of the dimension is on disk when the
+/// events probe it.
 fn spilling_join(dir: &std::path::Path, budget: &str, events: u64, rate: u64) -> String {
-    let text = render(
-        SPILLING_JOIN,
-        &[
-            ("budget", budget),
-            ("spill", dir.join("spill").to_str().unwrap()),
-            ("out", dir.join("out").to_str().unwrap()),
-            ("events", &events.to_string()),
-            ("rate", &rate.to_string()),
-        ],
+    let text = format!(
+        "SET 'taskmanager.memory.managed.size' = '{budget}';\nSET 'io.tmp.dirs' = '{}';\n{}",
+        dir.join("spill").display(),
+        render(
+            crate::state::DIMENSION_JOIN,
+            &[
+                ("out", dir.join("out").to_str().unwrap()),
+                ("events", &events.to_string()),
+                ("rate", &rate.to_string()),
+            ],
+        )
     );
     write_script(dir, "job.sql", &text)
         .to_str()

@@ -247,7 +247,7 @@ INSERT INTO out SELECT id FROM src;
 /// A regular join whose dimension side (40,000 rows, ~7 MB of state) is read at once and
 /// never changes, while events trickle in: incremental checkpoints write the dimension's
 /// key groups once and then only what the events change.
-const DIMENSION_JOIN: &str = "
+pub(crate) const DIMENSION_JOIN: &str = "
 CREATE TABLE dim (id BIGINT, name STRING) WITH (
   'connector' = 'datagen', 'rows-per-second' = '400000',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '40000',

@@ -54,6 +54,7 @@ pub(crate) fn task(name: &str) -> TaskInfo {
         max_parallelism: 128,
         metrics: Arc::new(JobMetrics::default()),
         source_idle_timeout: None,
+        incremental_checkpoints: false,
         checkpoint_requests: Default::default(),
     }
 }

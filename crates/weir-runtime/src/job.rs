@@ -508,6 +508,7 @@ impl Run {
             max_parallelism: opts.max_parallelism,
             metrics: metrics.clone(),
             source_idle_timeout: opts.source_idle_timeout,
+            incremental_checkpoints: opts.incremental,
             checkpoint_requests: checkpoint_requests.clone(),
         };
         if restored.is_none() && first {

@@ -47,6 +47,10 @@ pub struct TaskInfo {
     /// `table.exec.source.idle-timeout`: a source split (or task) without data this long
     /// stops holding the watermark back.
     pub source_idle_timeout: Option<std::time::Duration>,
+    /// Checkpoints are incremental (`execution.checkpointing.incremental`): a keyed
+    /// payload of a completed checkpoint stays in the job's shared folder while later
+    /// checkpoints refer to it.
+    pub incremental_checkpoints: bool,
     /// Wakes the checkpoint coordinator for an early checkpoint (see
     /// [`TaskInfo::request_checkpoint`]).
     pub checkpoint_requests: Arc<tokio::sync::Notify>,

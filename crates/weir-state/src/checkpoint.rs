@@ -82,6 +82,23 @@ impl DiskPayload {
     pub fn read(&self) -> weir_common::Result<bytes::Bytes> {
         (self.read)()
     }
+
+    /// The same payload once its bytes are only in the job's shared folder (a completed
+    /// incremental checkpoint wrote them): an incremental checkpoint refers to it by name,
+    /// and reading it is an error.
+    pub fn shared_only(&self) -> Self {
+        let name = self.name.clone();
+        Self {
+            name: self.name.clone(),
+            size: self.size,
+            read: std::sync::Arc::new(move || {
+                Err(weir_common::Error::Checkpoint(format!(
+                    "state payload '{name}' is only in the shared folder of an earlier \
+                     checkpoint, which this checkpoint cannot refer to"
+                )))
+            }),
+        }
+    }
 }
 
 impl std::fmt::Debug for DiskPayload {

@@ -162,6 +162,7 @@ impl OperatorFactory for JoinOperatorFactory {
             null_aware: self.null_aware,
             right_rows: 0,
             right_nulls: 0,
+            incremental: task.incremental_checkpoints,
         }))
     }
 }
@@ -380,6 +381,8 @@ struct JoinOperator {
     null_aware: bool,
     right_rows: u64,
     right_nulls: u64,
+    /// Checkpoints are incremental: encoded parts of completed checkpoints leave the disk.
+    incremental: bool,
 }
 
 impl JoinOperator {
@@ -952,7 +955,16 @@ impl Operator for JoinOperator {
             .sum()
     }
 
-    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        self.snapshot()
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
+        self.snapshot(checkpoint)
+    }
+
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        if self.incremental {
+            for side in &mut self.sides {
+                side.epochs.completed(checkpoint);
+            }
+        }
+        Ok(())
     }
 }

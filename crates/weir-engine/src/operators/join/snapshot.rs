@@ -24,9 +24,9 @@ use crate::operators::state::{item_batches, keyed_items};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use bytes::Bytes;
 use std::sync::Arc;
-use weir_common::Result;
+use weir_common::{CheckpointId, Result};
 use weir_runtime::{OperatorState, StateDistribution};
-use weir_state::checkpoint::DiskPayload;
+use weir_state::checkpoint::{DiskPayload, SHARED_MIN_BYTES};
 use weir_state::spill::SpillFile;
 
 /// An epoch with fewer rows takes in the next one: every epoch costs an item per key
@@ -41,11 +41,12 @@ const MAX_SPILLED_MERGE_ROWS: usize = 1 << 20;
 /// to disk chunk by chunk), so a snapshot needs little memory whatever the epoch's size.
 const ENCODE_CHUNK_ROWS: usize = 1 << 17;
 
-/// An encoded part of an epoch (one key group), in memory or in a local file.
+/// An encoded part of an epoch (one key group), in memory or in a local file (written
+/// for checkpoint `since`).
 #[derive(Clone)]
 pub(super) enum Part {
     Memory(Bytes),
-    Disk(DiskPayload),
+    Disk { payload: DiskPayload, since: u64 },
 }
 
 /// Batches `start..` (up to the next epoch's start) of a side.
@@ -73,6 +74,23 @@ impl Epochs {
         let at = self.epochs.partition_point(|e| e.start <= b);
         if let Some(epoch) = at.checked_sub(1).and_then(|e| self.epochs.get_mut(e)) {
             epoch.encoded = None;
+        }
+    }
+
+    /// Incremental checkpoint `checkpoint` completed: the parts it wrote to the shared
+    /// folder (those large enough to be shared objects) are read from there from now on,
+    /// and their local copies go. Every later checkpoint refers to them while their epoch
+    /// is unchanged, so the task's uploader knows they exist and never reads them.
+    pub(super) fn completed(&mut self, checkpoint: CheckpointId) {
+        for epoch in &mut self.epochs {
+            for (_, part) in epoch.encoded.iter_mut().flatten() {
+                if let Part::Disk { payload, since } = part
+                    && *since <= checkpoint.0
+                    && payload.size >= SHARED_MIN_BYTES as u64
+                {
+                    *payload = payload.shared_only();
+                }
+            }
         }
     }
 
@@ -122,7 +140,7 @@ impl Epochs {
 }
 
 impl JoinOperator {
-    pub(super) fn snapshot(&mut self) -> Result<OperatorState> {
+    pub(super) fn snapshot(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
         let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
         for s in 0..2 {
             let flagged = self.flagged(s);
@@ -159,11 +177,12 @@ impl JoinOperator {
                                             keep_file.insert(SpillFile::create(memory)?).clone()
                                         }
                                     };
-                                    parts.extend(
-                                        file.keep(encoded)?
-                                            .into_iter()
-                                            .map(|(kg, p)| (kg, Part::Disk(p))),
-                                    );
+                                    parts.extend(file.keep(encoded)?.into_iter().map(
+                                        |(kg, payload)| {
+                                            let since = checkpoint.0;
+                                            (kg, Part::Disk { payload, since })
+                                        },
+                                    ));
                                 }
                                 None => parts.extend(
                                     encoded.into_iter().map(|(kg, b)| (kg, Part::Memory(b))),
@@ -179,7 +198,7 @@ impl JoinOperator {
                 for (kg, part) in parts {
                     let payload = match part {
                         Part::Memory(bytes) => state.add_payload(bytes),
-                        Part::Disk(on_disk) => state.add_disk_payload(on_disk),
+                        Part::Disk { payload, .. } => state.add_disk_payload(payload),
                     };
                     state.items.push(serde_json::json!({
                         "kg": kg, "payload": payload, "side": s, "epoch": e,

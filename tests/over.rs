@@ -8,11 +8,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A row of the input files: (user, time in ms, value).
-type Event = (i64, i64, i64);
+pub(crate) type Event = (i64, i64, i64);
 
 /// The rows of `a.csv` and of `b.csv`, in arrival order.
 fn files() -> (Vec<Event>, Vec<Event>) {
-    let mut rng = Lcg(11);
+    files_with(11, 999)
+}
+
+/// The rows of `a.csv` and of `b.csv` in arrival order, drawn from `seed`. The first row
+/// of `b.csv` (value `late_value`) is late; another is out of order within the bound.
+pub(crate) fn files_with(seed: u64, late_value: i64) -> (Vec<Event>, Vec<Event>) {
+    let mut rng = Lcg(seed);
     let start = 1_700_000_000_000i64;
     let a: Vec<_> = (0..300)
         .map(|i| (1 + rng.next(3) as i64, start + i * 100, rng.next(50) as i64))
@@ -21,13 +27,13 @@ fn files() -> (Vec<Event>, Vec<Event>) {
         .map(|i| (1 + rng.next(3) as i64, start + i * 100, rng.next(50) as i64))
         .collect();
     // Late: far behind the watermark `a.csv` left (its last time minus 2 s).
-    b.insert(0, (1, start + 1_000, 999));
+    b.insert(0, (1, start + 1_000, late_value));
     // Out of order within the bound: 1.5 s behind the row before it.
     b.insert(10, (2, start + 30_850 - 1_500, 7));
     (a, b)
 }
 
-fn write(dir: &Path, name: &str, rows: &[Event]) {
+pub(crate) fn write(dir: &Path, name: &str, rows: &[Event]) {
     let text: String = rows
         .iter()
         .map(|(u, ms, v)| format!("{u},{ms},{v}\n"))
@@ -35,7 +41,9 @@ fn write(dir: &Path, name: &str, rows: &[Event]) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
-fn run_sql(sql: &str, input: &Path, extra: &[&str]) -> Vec<String> {
+/// Runs `sql` (its `${input}` and `${out}` filled in) and returns its committed lines,
+/// sorted.
+pub(crate) fn run_sql(sql: &str, input: &Path, extra: &[&str]) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let script = write_script(
@@ -57,6 +65,20 @@ fn run_sql(sql: &str, input: &Path, extra: &[&str]) -> Vec<String> {
     lines
 }
 
+/// `(time, value)` of every row but the late one (the first of `b`), per user in time
+/// order.
+pub(crate) fn in_time_order(a: &[Event], b: &[Event]) -> BTreeMap<i64, Vec<(i64, i64)>> {
+    let late = b[0];
+    let mut by_user: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    for (u, ms, v) in a.iter().chain(b).filter(|r| **r != late) {
+        by_user.entry(*u).or_default().push((*ms, *v));
+    }
+    for rows in by_user.values_mut() {
+        rows.sort_by_key(|(ms, _)| *ms);
+    }
+    by_user
+}
+
 #[test]
 fn over_aggregates_drop_late_rows_and_take_rows_in_time_order() {
     let (a, b) = files();
@@ -75,15 +97,8 @@ INSERT INTO sums
 SELECT u, ms, COUNT(*) OVER w, SUM(v) OVER w FROM ev
 WINDOW w AS (PARTITION BY u ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW);
 ";
-    // Every row but the late one, per user in time order.
-    let late = b[0];
-    let mut by_user: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
-    for (u, ms, v) in a.iter().chain(&b).filter(|r| **r != late) {
-        by_user.entry(*u).or_default().push((*ms, *v));
-    }
     let mut expected = Vec::new();
-    for (u, rows) in &mut by_user {
-        rows.sort_by_key(|(ms, _)| *ms);
+    for (u, rows) in in_time_order(&a, &b) {
         for i in 0..rows.len() {
             let frame = &rows[i.saturating_sub(2)..=i];
             let s: i64 = frame.iter().map(|(_, v)| v).sum();

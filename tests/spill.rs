@@ -89,14 +89,18 @@ fn spilled_join_state_is_exactly_once_under_sigkill() {
     ];
     let kills = crate::crash::kill_until_done(&args, &[], 10, 23);
     assert!(kills >= 10, "only {kills} kills");
-    let eids: Vec<i64> = committed_lines(&tmp.path().join("out"))
+    let lines = committed_lines(&tmp.path().join("out"));
+    let eids: Vec<i64> = lines
         .iter()
         .map(|l| l.split(',').next().unwrap().parse().unwrap())
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let lines = committed_lines(&tmp.path().join("out")).len();
-    assert_eq!(lines, 3000, "events joined twice after {kills} SIGKILLs");
+    assert_eq!(
+        lines.len(),
+        3000,
+        "events joined twice after {kills} SIGKILLs"
+    );
     assert_eq!(
         eids,
         (1..=3000).collect::<Vec<_>>(),

@@ -66,6 +66,28 @@ pub fn assert_same_rows(got: Vec<String>, expected: &[String], what: &str) {
     assert_eq!(got, expected, "{what}: committed output differs");
 }
 
+/// [`kill_until_done`] for `script` at parallelism 2 with checkpoints in `chk` every
+/// `interval`.
+pub fn kill_checkpointed_until_done(
+    script: &str,
+    chk: &str,
+    interval: &str,
+    env: &[(&str, &str)],
+    kills: usize,
+    seed: u64,
+) -> usize {
+    let args = [
+        script,
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        chk,
+        "--checkpoint-interval",
+        interval,
+    ];
+    kill_until_done(&args, env, kills, seed)
+}
+
 /// Starts the job (always with `--restore latest`), SIGKILLs it at random moments until
 /// `kills` kills happened, then lets it finish. Returns the number of kills.
 pub fn kill_until_done(args: &[&str], env: &[(&str, &str)], kills: usize, seed: u64) -> usize {
@@ -120,16 +142,7 @@ fn file_sink_is_exactly_once_under_sigkill() {
     let tmp = tempfile::tempdir().unwrap();
     let s = script(tmp.path(), rows, 2500);
     let chk = tmp.path().join("chk");
-    let args = [
-        &s[..],
-        "-p",
-        "2",
-        "--checkpoint-dir",
-        chk.to_str().unwrap(),
-        "--checkpoint-interval",
-        "150 ms",
-    ];
-    let kills = kill_until_done(&args, &[], 30, 42);
+    let kills = kill_checkpointed_until_done(&s[..], chk.to_str().unwrap(), "150 ms", &[], 30, 42);
     eprintln!(
         "crash test (local files): {kills} SIGKILLs, {} rows checked, 0 lost, 0 duplicated",
         expected.len()
@@ -157,16 +170,14 @@ fn streaming_limit_is_exactly_once_under_sigkill() {
     );
     let s = write_script(tmp.path(), "job.sql", &sql);
     let chk = tmp.path().join("chk");
-    let args = [
+    let kills = kill_checkpointed_until_done(
         s.to_str().unwrap(),
-        "-p",
-        "2",
-        "--checkpoint-dir",
         chk.to_str().unwrap(),
-        "--checkpoint-interval",
         "100 ms",
-    ];
-    let kills = kill_until_done(&args, &[], 5, 7);
+        &[],
+        5,
+        7,
+    );
     assert!(kills >= 5, "only {kills} kills: the job ran too fast");
     let mut ids = committed_numbers(&out);
     let total = ids.len();

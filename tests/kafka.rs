@@ -470,16 +470,14 @@ fn at_least_once_sink_loses_nothing_under_sigkill() {
     };
     let s = write_script(tmp.path(), "job.sql", &sink("at-least-once"));
     let chk = tmp.path().join("chk");
-    let args = [
+    let kills = crate::crash::kill_checkpointed_until_done(
         s.to_str().unwrap(),
-        "-p",
-        "2",
-        "--checkpoint-dir",
         chk.to_str().unwrap(),
-        "--checkpoint-interval",
         "100 ms",
-    ];
-    let kills = crate::crash::kill_until_done(&args, &[], 6, 11);
+        &[],
+        6,
+        11,
+    );
     assert!(kills >= 6, "only {kills} kills");
     let expected: Vec<i64> = (1..=rows).collect();
     // At least once: duplicates allowed, every id there.

@@ -4,7 +4,7 @@
 //! skip loudly — except in CI (`CI` set), where they fail.
 
 use crate::common::*;
-use crate::crash::{assert_same_rows, expected, kill_until_done, script_to};
+use crate::crash::{assert_same_rows, expected, kill_checkpointed_until_done, script_to};
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::ObjectStoreExt;
@@ -211,17 +211,9 @@ fn s3_sink_and_checkpoints_are_exactly_once_under_sigkill() {
     let expected = expected(rows);
     let tmp = tempfile::tempdir().unwrap();
     let s = script_to(tmp.path(), "s3://crash/out", rows, 2500);
-    let args = [
-        &s[..],
-        "-p",
-        "2",
-        "--checkpoint-dir",
-        "s3://crash/chk",
-        "--checkpoint-interval",
-        "200 ms",
-    ];
     let env = s3.env();
-    let kills = kill_until_done(&args, &env_refs(&env), 20, 7);
+    let kills =
+        kill_checkpointed_until_done(&s, "s3://crash/chk", "200 ms", &env_refs(&env), 20, 7);
     let (lines, hidden) = s3.committed_lines("crash", "out");
     eprintln!(
         "crash test (S3): {kills} SIGKILLs, {} rows checked, 0 lost, 0 duplicated",

@@ -78,16 +78,14 @@ fn spilled_join_state_is_exactly_once_under_sigkill() {
     let tmp = tempfile::tempdir().unwrap();
     let script = spilling_join(tmp.path(), "1 mb", 3000, 600);
     let chk = tmp.path().join("chk");
-    let args = [
+    let kills = crate::crash::kill_checkpointed_until_done(
         &script[..],
-        "-p",
-        "2",
-        "--checkpoint-dir",
         chk.to_str().unwrap(),
-        "--checkpoint-interval",
         "150 ms",
-    ];
-    let kills = crate::crash::kill_until_done(&args, &[], 10, 23);
+        &[],
+        10,
+        23,
+    );
     assert!(kills >= 10, "only {kills} kills");
     let lines = committed_lines(&tmp.path().join("out"));
     let eids: Vec<i64> = lines

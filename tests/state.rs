@@ -383,16 +383,14 @@ fn incremental_checkpoints_are_exactly_once_under_sigkill() {
     let tmp = tempfile::tempdir().unwrap();
     let script = dimension_join(tmp.path(), 4000, 800);
     let chk = tmp.path().join("chk");
-    let args = [
+    let kills = crate::crash::kill_checkpointed_until_done(
         &script[..],
-        "-p",
-        "2",
-        "--checkpoint-dir",
         chk.to_str().unwrap(),
-        "--checkpoint-interval",
         "150 ms",
-    ];
-    let kills = crate::crash::kill_until_done(&args, &[], 12, 7);
+        &[],
+        12,
+        7,
+    );
     assert!(kills >= 12, "only {kills} kills");
     // Killed runs left incremental checkpoints behind, which the next runs restored.
     let runs_with_shared_state = std::fs::read_dir(&chk)

@@ -108,8 +108,17 @@ impl S3Server {
             .unwrap()
     }
 
-    /// Paths of the objects under `prefix`.
-    pub fn object_paths(&self, bucket: &str, prefix: &str) -> Vec<String> {
+    /// Runs `f` with the store of `bucket`, `prefix` as a path and the objects under it.
+    fn with_objects<T>(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        f: impl AsyncFnOnce(
+            &object_store::aws::AmazonS3,
+            &object_store::path::Path,
+            Vec<object_store::ObjectMeta>,
+        ) -> T,
+    ) -> T {
         let store = self.store(bucket);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -118,6 +127,13 @@ impl S3Server {
         rt.block_on(async {
             let root = object_store::path::Path::from(prefix);
             let objects: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
+            f(&store, &root, objects).await
+        })
+    }
+
+    /// Paths of the objects under `prefix`.
+    pub fn object_paths(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        self.with_objects(bucket, prefix, async |_, _, objects| {
             objects
                 .into_iter()
                 .map(|o| o.location.to_string())
@@ -127,14 +143,7 @@ impl S3Server {
 
     /// Sorted rows (values joined by `,`) of the visible Parquet objects under `prefix`.
     pub fn committed_parquet_rows(&self, bucket: &str, prefix: &str) -> Vec<String> {
-        let store = self.store(bucket);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let mut rows = rt.block_on(async {
-            let root = object_store::path::Path::from(prefix);
-            let objects: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
+        let mut rows = self.with_objects(bucket, prefix, async |store, _, objects| {
             let mut rows = Vec::new();
             for o in objects {
                 let name = o.location.filename().unwrap_or_default();
@@ -165,19 +174,12 @@ impl S3Server {
 
     /// Sorted lines of the visible objects under `prefix`, and the number of hidden ones.
     pub fn committed_lines(&self, bucket: &str, prefix: &str) -> (Vec<String>, usize) {
-        let store = self.store(bucket);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let root = object_store::path::Path::from(prefix);
-            let objects: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
+        self.with_objects(bucket, prefix, async |store, root, objects| {
             let (mut lines, mut hidden) = (Vec::new(), 0);
             for o in objects {
                 let rel = o
                     .location
-                    .prefix_match(&root)
+                    .prefix_match(root)
                     .unwrap()
                     .map(|p| p.as_ref().to_string())
                     .collect::<Vec<_>>();

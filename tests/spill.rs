@@ -10,22 +10,11 @@ use crate::common::*;
 /// over it — under a memory budget: with 1 MB most of the dimension is on disk when the
 /// events probe it.
 fn spilling_join(dir: &std::path::Path, budget: &str, events: u64, rate: u64) -> String {
-    let text = format!(
-        "SET 'taskmanager.memory.managed.size' = '{budget}';\nSET 'io.tmp.dirs' = '{}';\n{}",
-        dir.join("spill").display(),
-        render(
-            crate::state::DIMENSION_JOIN,
-            &[
-                ("out", dir.join("out").to_str().unwrap()),
-                ("events", &events.to_string()),
-                ("rate", &rate.to_string()),
-            ],
-        )
+    let settings = format!(
+        "SET 'taskmanager.memory.managed.size' = '{budget}';\nSET 'io.tmp.dirs' = '{}';\n",
+        dir.join("spill").display()
     );
-    write_script(dir, "job.sql", &text)
-        .to_str()
-        .unwrap()
-        .to_string()
+    crate::state::dimension_join_after(dir, &settings, events, rate)
 }
 
 const SPILLING: &str = "spilling the oldest rows";

@@ -247,7 +247,7 @@ INSERT INTO out SELECT id FROM src;
 /// A regular join whose dimension side (40,000 rows, ~7 MB of state) is read at once and
 /// never changes, while events trickle in: incremental checkpoints write the dimension's
 /// key groups once and then only what the events change.
-pub(crate) const DIMENSION_JOIN: &str = "
+const DIMENSION_JOIN: &str = "
 CREATE TABLE dim (id BIGINT, name STRING) WITH (
   'connector' = 'datagen', 'rows-per-second' = '400000',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '40000',
@@ -263,15 +263,27 @@ INSERT INTO out SELECT e.eid, d.name FROM events e JOIN dim d ON e.ref = d.id;
 ";
 
 fn dimension_join(dir: &std::path::Path, events: u64, rate: u64) -> String {
+    dimension_join_after(dir, "", events, rate)
+}
+
+/// The dimension join script in `dir`, writing to `dir/out`, after `settings` (`SET`
+/// statements).
+pub(crate) fn dimension_join_after(
+    dir: &std::path::Path,
+    settings: &str,
+    events: u64,
+    rate: u64,
+) -> String {
     let out = dir.join("out");
-    let text = render(
-        DIMENSION_JOIN,
-        &[
-            ("out", out.to_str().unwrap()),
-            ("events", &events.to_string()),
-            ("rate", &rate.to_string()),
-        ],
-    );
+    let text = settings.to_string()
+        + &render(
+            DIMENSION_JOIN,
+            &[
+                ("out", out.to_str().unwrap()),
+                ("events", &events.to_string()),
+                ("rate", &rate.to_string()),
+            ],
+        );
     write_script(dir, "job.sql", &text)
         .to_str()
         .unwrap()

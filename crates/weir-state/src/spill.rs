@@ -43,8 +43,6 @@ pub struct StateMemory {
     dir: PathBuf,
     used: AtomicU64,
     stores: AtomicUsize,
-    /// Bytes written to disk by all stores (spilled batches), for the log and tests.
-    spilled: AtomicU64,
 }
 
 impl StateMemory {
@@ -55,22 +53,12 @@ impl StateMemory {
             dir,
             used: AtomicU64::new(0),
             stores: AtomicUsize::new(0),
-            spilled: AtomicU64::new(0),
         })
-    }
-
-    pub fn budget(&self) -> u64 {
-        self.budget
     }
 
     /// Bytes the stores hold in memory now.
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
-    }
-
-    /// Bytes spilled to disk so far.
-    pub fn spilled(&self) -> u64 {
-        self.spilled.load(Ordering::Relaxed)
     }
 
     /// Whether a store holding `resident` bytes should give some back.
@@ -449,7 +437,6 @@ impl BatchStore {
             s.live += 1;
             let len = encoded.len() as u64;
             self.on_disk += len;
-            memory.spilled.fetch_add(len, Ordering::Relaxed);
             self.slots[b] = Slot::Disk {
                 segment,
                 at,

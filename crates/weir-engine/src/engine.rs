@@ -641,6 +641,7 @@ impl Engine {
             .await?;
         }
         graph.fingerprint = fingerprint(plans);
+        graph.state_memory = state.memory.clone();
         Ok(graph)
     }
 

@@ -59,6 +59,9 @@ pub struct JobGraph {
     /// hashes its statements and the definitions of the tables they use); 0 when the
     /// builder of the graph gives none. See [`crate::TaskInfo::job_fingerprint`].
     pub fingerprint: u64,
+    /// The budget of the job's keyed state and where it spills, if it has one: a restore
+    /// reads large state onto local disk there (see [`crate::state_io`]).
+    pub state_memory: Option<Arc<weir_state::spill::StateMemory>>,
 }
 
 impl JobGraph {

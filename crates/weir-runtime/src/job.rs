@@ -571,6 +571,20 @@ impl Run {
             }
         }
 
+        // The restored checkpoint's shared objects are in this job's shared folder when
+        // the checkpoint is this job's own (a restart): tasks refer to them by name
+        // without writing them again.
+        let own_restored = restored
+            .as_ref()
+            .filter(|r| r.metadata.job_id == opts.job_id.to_string());
+        let known_shared: Arc<std::collections::HashSet<String>> = Arc::new(
+            own_restored
+                .iter()
+                .flat_map(|r| &r.metadata.vertices)
+                .flat_map(|v| &v.subtasks)
+                .flat_map(|s| s.shared.iter().cloned())
+                .collect(),
+        );
         let mut controls = Vec::with_capacity(n);
         let mut tasks = Vec::new();
         for (v, vertex) in graph.vertices.iter().enumerate() {
@@ -653,6 +667,7 @@ impl Run {
                     control: ctl_rx,
                     events: event_tx.clone(),
                     storage: storage.clone(),
+                    known_shared: known_shared.clone(),
                     checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
                     idle_timeout: opts.source_idle_timeout,
                     metrics: metrics.task(v, s),
@@ -693,11 +708,7 @@ impl Run {
             commands: cmd_rx,
             aborted,
             completed_before: restored_id
-                .filter(|_| {
-                    restored
-                        .as_ref()
-                        .is_some_and(|r| r.metadata.job_id == opts.job_id.to_string())
-                })
+                .filter(|_| own_restored.is_some())
                 .map(CheckpointId)
                 .into_iter()
                 .collect(),

@@ -24,6 +24,7 @@ mod restore;
 pub mod s3_uploads;
 pub mod source;
 pub mod state_file;
+pub mod state_io;
 pub mod storage;
 mod task;
 #[cfg(test)]

@@ -27,7 +27,10 @@ async fn load(graph: &JobGraph, r: &RestoredCheckpoint, opts: &JobOptions) -> Re
         let mut snapshots = Vec::new();
         if let Some(entry) = r.metadata.vertex(&vertex.uid) {
             for sub in &entry.subtasks {
-                snapshots.extend(r.read_task_state(sub).await?);
+                snapshots.extend(
+                    r.read_task_state(sub, graph.state_memory.as_deref())
+                        .await?,
+                );
             }
         }
         loaded.push(snapshots);

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use object_store::PutPayload;
 use std::collections::HashMap;
 use weir_common::{Error, Result};
+use weir_state::checkpoint::DiskPayload;
 
 /// First bytes of a task state file.
 const STATE_MAGIC: &[u8] = b"WEIR-TASK-STATE-2\n";
@@ -129,104 +130,223 @@ pub fn encode_with_shared(
     snapshot: &TaskSnapshot,
     shared: &[Vec<Option<String>>],
 ) -> Result<PutPayload> {
-    let states = snapshot.source.iter().chain(&snapshot.operators);
+    file_pieces(snapshot, shared)?
+        .into_iter()
+        .map(Piece::read)
+        .collect()
+}
+
+/// A piece of a state file to write: bytes, or a payload kept on disk that is read only
+/// when its turn comes.
+pub enum Piece {
+    Bytes(Bytes),
+    Disk(DiskPayload),
+}
+
+impl Piece {
+    pub fn len(&self) -> u64 {
+        match self {
+            Piece::Bytes(b) => b.len() as u64,
+            Piece::Disk(d) => d.size,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn read(self) -> Result<Bytes> {
+        match self {
+            Piece::Bytes(b) => Ok(b),
+            Piece::Disk(d) => d.read(),
+        }
+    }
+}
+
+/// The magic line, header length and header of a state file for `snapshot`, whose
+/// states' payloads have `sizes`; `shared` as in [`encode_with_shared`].
+pub fn encode_head(
+    snapshot: &TaskSnapshot,
+    sizes: Vec<Vec<u64>>,
+    shared: &[Vec<Option<String>>],
+) -> Result<Bytes> {
     let header = serde_json::to_vec(&HeaderRef {
         snapshot,
-        payloads: states
-            .clone()
-            .map(|s| (0..s.payloads.len()).map(|p| s.payload_len(p)).collect())
-            .collect(),
+        payloads: sizes,
         shared: shared.to_vec(),
     })?;
+    let mut head = Vec::with_capacity(PREFIX_LEN + header.len());
+    head.extend_from_slice(STATE_MAGIC);
+    head.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    head.extend_from_slice(&header);
+    Ok(Bytes::from(head))
+}
+
+/// The pieces of `snapshot`'s state file in order (see [`encode_with_shared`]).
+pub fn file_pieces(snapshot: &TaskSnapshot, shared: &[Vec<Option<String>>]) -> Result<Vec<Piece>> {
+    let states = snapshot.source.iter().chain(&snapshot.operators);
+    let sizes = states
+        .clone()
+        .map(|s| (0..s.payloads.len()).map(|p| s.payload_len(p)).collect())
+        .collect();
     let is_shared = |s: usize, p: usize| {
         shared
             .get(s)
             .and_then(|s| s.get(p))
             .is_some_and(|n| n.is_some())
     };
-    let mut head = Vec::with_capacity(STATE_MAGIC.len() + 8 + header.len());
-    head.extend_from_slice(STATE_MAGIC);
-    head.extend_from_slice(&(header.len() as u64).to_le_bytes());
-    head.extend_from_slice(&header);
-    let mut inline = vec![Bytes::from(head)];
+    let mut pieces = vec![Piece::Bytes(encode_head(snapshot, sizes, shared)?)];
     for (s, state) in states.enumerate() {
         for (p, bytes) in state.payloads.iter().enumerate() {
             if is_shared(s, p) {
                 continue;
             }
-            inline.push(match state.disk_payload(p) {
-                Some(on_disk) => on_disk.read()?,
-                None => bytes.clone(),
+            pieces.push(match state.disk_payload(p) {
+                Some(on_disk) => Piece::Disk(on_disk.clone()),
+                None => Piece::Bytes(bytes.clone()),
             });
         }
     }
-    Ok(inline.into_iter().collect())
+    Ok(pieces)
 }
 
-/// Reads a file written by [`encode_with_shared`]: inline payloads are slices of `bytes`;
-/// shared ones are empty placeholders, listed in the returned references.
-pub fn decode_task_state(bytes: Bytes) -> Result<(TaskSnapshot, Vec<SharedRef>)> {
-    let corrupt = |what: &str| Error::Checkpoint(format!("not a Weir task state file: {what}"));
-    if !bytes.starts_with(STATE_MAGIC) {
-        return Err(corrupt("unknown format (written by an older Weir?)"));
+/// Where a payload of a state file is kept.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PayloadAt {
+    /// In the file, `offset` bytes from its start.
+    Inline { offset: u64 },
+    /// In the job's shared folder, under this name.
+    Shared(String),
+}
+
+/// One payload of a state file: which state (source first, if any, then the operators)
+/// and which of its payloads, its size and where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PayloadPlace {
+    pub state: usize,
+    pub payload: usize,
+    pub size: u64,
+    pub at: PayloadAt,
+}
+
+/// A state file's header: the snapshot, every payload an empty placeholder, and where
+/// each payload is.
+pub struct StateLayout {
+    pub snapshot: TaskSnapshot,
+    pub places: Vec<PayloadPlace>,
+}
+
+/// How many first bytes of a state file [`header_len`] needs.
+pub const PREFIX_LEN: usize = STATE_MAGIC.len() + 8;
+
+fn not_a_state_file(what: &str) -> Error {
+    Error::Checkpoint(format!("not a Weir task state file: {what}"))
+}
+
+/// The length of a state file's magic line, header length and header, from its first
+/// [`PREFIX_LEN`] bytes (or more).
+pub fn header_len(prefix: &[u8]) -> Result<usize> {
+    if !prefix.starts_with(STATE_MAGIC) {
+        return Err(not_a_state_file(
+            "unknown format (written by an older Weir?)",
+        ));
     }
-    let mut at = STATE_MAGIC.len();
-    let len = bytes
-        .get(at..at + 8)
-        .ok_or_else(|| corrupt("truncated header"))?;
+    let len = prefix
+        .get(STATE_MAGIC.len()..PREFIX_LEN)
+        .ok_or_else(|| not_a_state_file("truncated header"))?;
     let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
-    at += 8;
-    let header = bytes
-        .get(at..at.saturating_add(len))
-        .ok_or_else(|| corrupt("truncated header"))?;
+    PREFIX_LEN
+        .checked_add(len)
+        .ok_or_else(|| not_a_state_file("truncated header"))
+}
+
+/// Decodes the header of a state file from its first [`header_len`] bytes.
+pub fn decode_layout(head: &[u8]) -> Result<StateLayout> {
+    let end = header_len(head)?;
+    let header = head
+        .get(PREFIX_LEN..end)
+        .ok_or_else(|| not_a_state_file("truncated header"))?;
     let Header {
         mut snapshot,
         payloads,
         shared,
     } = serde_json::from_slice(header)?;
-    at += len;
-    let mut refs = Vec::new();
+    let mut offset = end as u64;
+    let mut places = Vec::new();
     let states = snapshot.source.iter_mut().chain(&mut snapshot.operators);
     for (s, (state, sizes)) in states.zip(payloads).enumerate() {
         for (p, size) in sizes.into_iter().enumerate() {
-            if let Some(name) = shared.get(s).and_then(|s| s.get(p)).cloned().flatten() {
-                refs.push(SharedRef {
-                    state: s,
-                    payload: p,
-                    name,
-                    size,
-                });
-                state.payloads.push(Bytes::new());
-                continue;
+            state.payloads.push(Bytes::new());
+            let at = match shared.get(s).and_then(|s| s.get(p)).cloned().flatten() {
+                Some(name) => PayloadAt::Shared(name),
+                None => {
+                    let at = PayloadAt::Inline { offset };
+                    offset = offset
+                        .checked_add(size)
+                        .ok_or_else(|| not_a_state_file("truncated payload"))?;
+                    at
+                }
+            };
+            places.push(PayloadPlace {
+                state: s,
+                payload: p,
+                size,
+                at,
+            });
+        }
+    }
+    Ok(StateLayout { snapshot, places })
+}
+
+/// Reads a file written by [`encode_with_shared`]: inline payloads are slices of `bytes`;
+/// shared ones are empty placeholders, listed in the returned references.
+pub fn decode_task_state(bytes: Bytes) -> Result<(TaskSnapshot, Vec<SharedRef>)> {
+    let head = bytes
+        .get(..header_len(&bytes)?.min(bytes.len()))
+        .unwrap_or(&bytes);
+    let StateLayout {
+        mut snapshot,
+        places,
+    } = decode_layout(head)?;
+    let mut refs = Vec::new();
+    for place in places {
+        match place.at {
+            PayloadAt::Shared(name) => refs.push(SharedRef {
+                state: place.state,
+                payload: place.payload,
+                name,
+                size: place.size,
+            }),
+            PayloadAt::Inline { offset } => {
+                let range = usize::try_from(offset)
+                    .ok()
+                    .zip(usize::try_from(offset + place.size).ok())
+                    .filter(|(_, end)| *end <= bytes.len())
+                    .ok_or_else(|| not_a_state_file("truncated payload"))?;
+                snapshot.state_mut(place.state).payloads[place.payload] =
+                    bytes.slice(range.0..range.1);
             }
-            let end = at
-                .checked_add(size as usize)
-                .filter(|end| *end <= bytes.len())
-                .ok_or_else(|| corrupt("truncated payload"))?;
-            state.payloads.push(bytes.slice(at..end));
-            at = end;
         }
     }
     Ok((snapshot, refs))
 }
 
+/// Checks the fetched bytes of a shared payload against its reference.
+pub fn check_shared(r: &SharedRef, size: u64, name: &str) -> Result<()> {
+    if size != r.size || name != r.name {
+        return Err(Error::CorruptCheckpoint(format!(
+            "shared state object '{}' holds {size} bytes that do not match its name (expected {} bytes)",
+            r.name, r.size
+        )));
+    }
+    Ok(())
+}
+
 /// Puts the fetched bytes of a shared payload into its placeholder, checking them
 /// against the reference.
 pub fn fill_shared(snapshot: &mut TaskSnapshot, r: &SharedRef, bytes: Bytes) -> Result<()> {
-    if bytes.len() as u64 != r.size || shared_name(&bytes) != r.name {
-        return Err(Error::CorruptCheckpoint(format!(
-            "shared state object '{}' holds {} bytes that do not match its name (expected {} bytes)",
-            r.name,
-            bytes.len(),
-            r.size
-        )));
-    }
-    let state = match &mut snapshot.source {
-        Some(source) if r.state == 0 => source,
-        Some(_) => &mut snapshot.operators[r.state - 1],
-        None => &mut snapshot.operators[r.state],
-    };
-    state.payloads[r.payload] = bytes;
+    check_shared(r, bytes.len() as u64, &shared_name(&bytes))?;
+    snapshot.state_mut(r.state).payloads[r.payload] = bytes;
     Ok(())
 }
 

@@ -6,8 +6,9 @@
 //! checkpoint either has a complete `_metadata` or does not exist.
 
 use crate::checkpoint::{CheckpointMetadata, FileDigest, SubtaskEntry, TaskSnapshot};
-use crate::state_file::{SharedNames, encode_with_shared, fill_shared, plan_shared_with};
+use crate::state_file::{Piece, SharedNames, file_pieces, plan_shared_with};
 pub use crate::state_file::{decode_task_state, encode_task_state};
+use crate::state_io::{put_pieces, write_inlined};
 use futures::{StreamExt, TryStreamExt};
 use object_store::multipart::MultipartStore;
 use object_store::path::Path;
@@ -15,6 +16,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::collections::HashSet;
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
+use weir_state::spill::StateMemory;
 
 /// A resolved location: the store, the path inside it, and the store's multipart-upload
 /// interface where it has one (S3 and friends).
@@ -283,11 +285,11 @@ impl CheckpointStorage {
             .buffer_unordered(SHARED_PUTS_IN_FLIGHT)
             .try_collect::<Vec<_>>()
             .await?;
-        let payload = encode_with_shared(snapshot, &shared)?;
-        let digest = FileDigest::of(payload.iter().map(|b| b.as_ref()));
-        self.store
-            .put(&self.checkpoint_path(id).join(file), payload)
-            .await?;
+        let pieces = file_pieces(snapshot, &shared)?;
+        let total = pieces.iter().map(Piece::len).sum();
+        let pieces = futures::stream::iter(pieces.into_iter().map(Piece::read));
+        let path = self.checkpoint_path(id).join(file);
+        let digest = put_pieces(&self.store, &path, total, pieces).await?;
         Ok(WrittenState {
             full_size: full_size + digest.size,
             written: written + digest.size,
@@ -370,22 +372,21 @@ impl CheckpointStorage {
         for v in &mut meta.vertices {
             for s in &mut v.subtasks {
                 let Some(file) = &s.state_file else { continue };
-                let mut bytes = self
-                    .store
-                    .get(&source.clone().join(file.as_str()))
-                    .await?
-                    .bytes()
-                    .await?;
-                if !s.shared.is_empty() {
-                    // Savepoints are self-contained: shared payloads go inline.
-                    let snapshot = read_state(&self.store, &self.shared_root(), bytes).await?;
-                    bytes = PutPayload::from_iter(encode_task_state(&snapshot)?).into();
-                    s.state_digest = Some(FileDigest::of([bytes.as_ref()]));
-                    s.shared.clear();
+                let got = self.store.get(&source.clone().join(file.as_str())).await?;
+                let path = target.clone().join(file.as_str());
+                if s.shared.is_empty() {
+                    let total = got.meta.size;
+                    let pieces = got.into_stream().map_err(Error::from);
+                    put_pieces(&store, &path, total, pieces).await?;
+                    continue;
                 }
-                store
-                    .put(&target.clone().join(file.as_str()), PutPayload::from(bytes))
-                    .await?;
+                // Savepoints are self-contained: shared payloads go inline. (The state
+                // file itself is small: its large payloads are the shared ones.)
+                let bytes = got.bytes().await?;
+                let digest =
+                    write_inlined(&self.store, &self.shared_root(), bytes, &store, &path).await?;
+                s.state_digest = Some(digest);
+                s.shared.clear();
             }
         }
         meta.seal()?;
@@ -563,69 +564,54 @@ impl RestoredCheckpoint {
             .find_map(|c| c.ok()))
     }
 
-    /// Reads the state file of `entry`, checking its size and checksum.
-    pub async fn read_task_state(&self, entry: &SubtaskEntry) -> Result<Option<TaskSnapshot>> {
+    /// The checkpoint's folder on local disk, if it is there.
+    pub fn local_folder(&self) -> Option<std::path::PathBuf> {
+        match self.location.strip_prefix("file://") {
+            Some(path) => Some(path.into()),
+            None => (!self.location.contains("://")).then(|| self.location.clone().into()),
+        }
+    }
+
+    /// Reads the state file of `entry`, checking its size and checksum, and the shared
+    /// objects it refers to; onto local disk under `local` when given (see
+    /// [`crate::state_io`]).
+    pub async fn read_task_state(
+        &self,
+        entry: &SubtaskEntry,
+        memory: Option<&StateMemory>,
+    ) -> Result<Option<TaskSnapshot>> {
         let Some(file) = &entry.state_file else {
             return Ok(None);
         };
-        let bytes = self
-            .store
-            .get(&self.path.clone().join(file.as_str()))
-            .await?
-            .bytes()
-            .await?;
         let corrupt = |why: String| {
             Error::CorruptCheckpoint(format!("'{}/{file}' is corrupt: {why}", self.location))
         };
-        match &entry.state_digest {
-            Some(expected) => {
-                let actual = FileDigest::of([bytes.as_ref()]);
-                if actual != *expected {
-                    return Err(corrupt(format!(
-                        "{} bytes with checksum {}, the checkpoint recorded {} bytes with checksum {}",
-                        actual.size, actual.xxh64, expected.size, expected.xxh64
-                    )));
-                }
-            }
-            None => return Err(corrupt("the checkpoint recorded no checksum for it".into())),
-        }
+        let Some(expected) = &entry.state_digest else {
+            return Err(corrupt("the checkpoint recorded no checksum for it".into()));
+        };
         let parts: Vec<_> = self.path.parts().collect();
         let shared_root: Path = parts[..parts.len().saturating_sub(1)]
             .iter()
             .cloned()
             .collect::<Path>()
             .join("shared");
-        read_state(&self.store, &shared_root, bytes)
-            .await
-            .map(Some)
-            .map_err(|e| match e {
-                e @ Error::CorruptCheckpoint(_) => e,
-                e => corrupt(e.to_string()),
-            })
+        let path = self.path.clone().join(file.as_str());
+        let folder = self.local_folder();
+        let local = memory.map(|memory| crate::state_io::Local {
+            memory,
+            folder: folder.as_deref(),
+        });
+        crate::state_io::read_task_state(
+            &self.store,
+            (&path, file),
+            expected,
+            &shared_root,
+            local,
+            corrupt,
+        )
+        .await
+        .map(Some)
     }
-}
-
-/// Decodes a state file and fetches the shared objects it refers to from `shared_root`.
-async fn read_state(
-    store: &Arc<dyn ObjectStore>,
-    shared_root: &Path,
-    bytes: bytes::Bytes,
-) -> Result<TaskSnapshot> {
-    let (mut snapshot, refs) = decode_task_state(bytes)?;
-    for r in refs {
-        let path = shared_root.clone().join(r.name.as_str());
-        let bytes = match store.get(&path).await {
-            Ok(got) => got.bytes().await?,
-            Err(object_store::Error::NotFound { .. }) => {
-                return Err(Error::CorruptCheckpoint(format!(
-                    "shared state object '{path}' is missing"
-                )));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        fill_shared(&mut snapshot, &r, bytes)?;
-    }
-    Ok(snapshot)
 }
 
 #[cfg(test)]
@@ -644,7 +630,11 @@ mod tests {
         let job = JobId::new();
         let storage = CheckpointStorage::at(&dir, job).unwrap().incremental(true);
         let mut op = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
-        let payload = op.add_payload(bytes::Bytes::from("k".repeat(10_000)));
+        // Large enough that the savepoint's state file is uploaded in parts and that a
+        // restore given local disk keeps even that file there.
+        let big = crate::state_io::STREAM_MIN_BYTES as usize + 10_000;
+        let key_group = bytes::Bytes::from((0..big).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+        let payload = op.add_payload(key_group.clone());
         op.items
             .push(serde_json::json!({"kg": 5, "payload": payload}));
         let snapshot = TaskSnapshot {
@@ -662,7 +652,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(first.shared.len(), 1);
-        assert!(first.written > 10_000);
+        assert!(first.written > big as u64);
         let known: HashSet<String> = first.shared.iter().cloned().collect();
         let second = storage
             .write_task_state(
@@ -680,7 +670,7 @@ mod tests {
             "wrote {} bytes again",
             second.written
         );
-        assert!(second.full_size > 10_000);
+        assert!(second.full_size > big as u64);
         let meta = CheckpointMetadata {
             format_version: crate::checkpoint::FORMAT_VERSION,
             job_id: job.to_string(),
@@ -707,8 +697,54 @@ mod tests {
         let location = format!("{dir}/{job}/chk-2");
         let restored = RestoredCheckpoint::open(&location).await.unwrap();
         let entry = &restored.metadata.vertices[0].subtasks[0];
-        let back = restored.read_task_state(entry).await.unwrap().unwrap();
+        let back = restored
+            .read_task_state(entry, None)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(back.operators, snapshot.operators);
+        let spill = tmp.path().join("spill");
+        let local = StateMemory::new(1 << 20, spill.clone());
+        let on_disk = |back: &TaskSnapshot| {
+            let op = &back.operators[0];
+            assert!(op.payloads[0].is_empty(), "the payload is not in memory");
+            let kept = op.disk_payload(0).expect("the payload is on local disk");
+            assert_eq!(kept.name, crate::state_file::shared_name(&key_group));
+            assert_eq!(op.payload(&op.items[0]).unwrap(), key_group);
+        };
+        // On local disk the checkpoint's files are read in place; elsewhere they are
+        // copied under io.tmp.dirs.
+        let back = restored
+            .read_task_state(entry, Some(&local))
+            .await
+            .unwrap()
+            .unwrap();
+        on_disk(&back);
+        let mut remote = restored.clone();
+        remote.location = format!("elsewhere://{}", restored.location);
+        assert!(remote.local_folder().is_none());
+        let back = remote
+            .read_task_state(entry, Some(&local))
+            .await
+            .unwrap()
+            .unwrap();
+        on_disk(&back);
+        assert_eq!(
+            std::fs::read_dir(&spill).unwrap().count(),
+            0,
+            "copies are unlinked"
+        );
+        // Either way, the bytes are checked against the object's name.
+        let object = tmp.path().join(format!("{job}/shared/{}", first.shared[0]));
+        let mut altered = std::fs::read(&object).unwrap();
+        altered[big / 2] ^= 1;
+        std::fs::write(&object, &altered).unwrap();
+        for from in [&restored, &remote] {
+            let err = from.read_task_state(entry, Some(&local)).await.unwrap_err();
+            assert!(err.to_string().contains("do not match its name"), "{err}");
+        }
+        altered[big / 2] ^= 1;
+        std::fs::write(&object, &altered).unwrap();
 
         let savepoints = tmp.path().join("sp");
         let sp = storage
@@ -720,7 +756,40 @@ mod tests {
         let restored = RestoredCheckpoint::open(&sp).await.unwrap();
         let entry = &restored.metadata.vertices[0].subtasks[0];
         assert!(entry.shared.is_empty());
-        let back = restored.read_task_state(entry).await.unwrap().unwrap();
+        let back = restored
+            .read_task_state(entry, None)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(back.operators, snapshot.operators);
+        // A state file this large is kept on local disk, its inline payloads with it.
+        let back = restored
+            .read_task_state(entry, Some(&local))
+            .await
+            .unwrap()
+            .unwrap();
+        on_disk(&back);
+        let mut remote = restored.clone();
+        remote.location = format!("elsewhere://{}", restored.location);
+        let back = remote
+            .read_task_state(entry, Some(&local))
+            .await
+            .unwrap()
+            .unwrap();
+        on_disk(&back);
+        // A copy whose bytes differ from the recorded checksum is refused.
+        let file = tmp.path().join("sp").join(sp.rsplit('/').next().unwrap());
+        let file = std::fs::read_dir(file)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "state"))
+            .unwrap();
+        let mut altered = std::fs::read(&file).unwrap();
+        *altered.last_mut().unwrap() ^= 1;
+        std::fs::write(&file, &altered).unwrap();
+        for from in [&restored, &remote] {
+            let err = from.read_task_state(entry, Some(&local)).await.unwrap_err();
+            assert!(err.to_string().contains("the checkpoint recorded"), "{err}");
+        }
     }
 }

@@ -128,6 +128,9 @@ pub(crate) struct Task {
     pub control: UnboundedReceiver<Control>,
     pub events: UnboundedSender<TaskEvent>,
     pub storage: CheckpointStorage,
+    /// Shared state objects that exist in the job's shared folder at the start: the
+    /// restored checkpoint's, when it is this job's own (see [`crate::upload`]).
+    pub known_shared: std::sync::Arc<std::collections::HashSet<String>>,
     pub checkpoints_after_finish: bool,
     /// A source emitting nothing for this long is idle (see the module docs).
     pub idle_timeout: Option<std::time::Duration>,
@@ -179,7 +182,12 @@ impl Task {
         }
         let num_inputs = self.inputs.iter().map(|c| c.input + 1).max().unwrap_or(0);
         let mut st = State {
-            uploads: Uploader::start(self.storage.clone(), self.events.clone(), self.task_ref),
+            uploads: Uploader::start(
+                self.storage.clone(),
+                self.events.clone(),
+                self.task_ref,
+                (*self.known_shared).clone(),
+            ),
             phase: Phase::Running,
             stop_mode: None,
             aligning: None,

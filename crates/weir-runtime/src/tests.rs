@@ -769,7 +769,7 @@ async fn union_state_of_a_partly_finished_operator_stays_in_later_checkpoints() 
         "the finished subtask must still store its state"
     );
     for entry in &vertex.subtasks {
-        let snapshot = latest.read_task_state(entry).await.unwrap().unwrap();
+        let snapshot = latest.read_task_state(entry, None).await.unwrap().unwrap();
         assert_eq!(snapshot.operators[0].items.len(), 1, "{entry:?}");
     }
     // Draining finishes every subtask: the savepoint succeeds and the job ends.

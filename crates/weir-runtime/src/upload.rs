@@ -44,11 +44,14 @@ impl Uploader {
         storage: CheckpointStorage,
         events: UnboundedSender<TaskEvent>,
         task: TaskRef,
+        // Shared objects that exist at the start: those of the restored checkpoint, if it
+        // is this job's. They stay while that checkpoint is retained, which it is until a
+        // checkpoint referring to them by name completes.
+        mut known: std::collections::HashSet<String>,
     ) -> Self {
         let (tx, mut rx) = unbounded_channel::<Outgoing>();
         let handle = tokio::spawn(async move {
             // Shared objects of the previous snapshot: they exist (see crate::state_file).
-            let mut known = std::collections::HashSet::new();
             let mut names = crate::state_file::SharedNames::default();
             while let Some(next) = rx.recv().await {
                 let u = match next {

@@ -131,6 +131,13 @@ impl OperatorState {
         self.add_payload(bytes::Bytes::new())
     }
 
+    /// Makes payload `p` one kept on disk (a restore that put it there).
+    pub fn set_disk_payload(&mut self, p: usize, payload: DiskPayload) {
+        self.on_disk.resize(self.payloads.len(), None);
+        self.payloads[p] = bytes::Bytes::new();
+        self.on_disk[p] = Some(payload);
+    }
+
     /// The payload `p` kept on disk, if it is.
     pub fn disk_payload(&self, p: usize) -> Option<&DiskPayload> {
         self.on_disk.get(p).and_then(Option::as_ref)
@@ -148,11 +155,12 @@ impl OperatorState {
         serde_json::json!(self.payloads.len() - 1)
     }
 
-    /// The payload an item refers to.
-    pub fn payload(&self, item: &serde_json::Value) -> weir_common::Result<&bytes::Bytes> {
+    /// The index of the payload an item refers to.
+    fn payload_index(&self, item: &serde_json::Value) -> weir_common::Result<usize> {
         item.get("payload")
             .and_then(|p| p.as_u64())
-            .and_then(|p| self.payloads.get(p as usize))
+            .map(|p| p as usize)
+            .filter(|p| *p < self.payloads.len())
             .ok_or_else(|| {
                 weir_common::Error::Checkpoint(format!(
                     "corrupt operator state: item {item} refers to no stored payload"
@@ -160,11 +168,24 @@ impl OperatorState {
             })
     }
 
-    /// Adds an item taken from `from`, with the payload it refers to (if any).
+    /// The payload an item refers to, read from disk if it is kept there.
+    pub fn payload(&self, item: &serde_json::Value) -> weir_common::Result<bytes::Bytes> {
+        let p = self.payload_index(item)?;
+        match self.disk_payload(p) {
+            Some(on_disk) => on_disk.read(),
+            None => Ok(self.payloads[p].clone()),
+        }
+    }
+
+    /// Adds an item taken from `from`, with the payload it refers to (if any), which
+    /// stays on disk if it is there.
     pub fn push_from(&mut self, from: &OperatorState, item: &serde_json::Value) {
         let mut item = item.clone();
-        if let Ok(p) = from.payload(&item) {
-            item["payload"] = self.add_payload(p.clone());
+        if let Ok(p) = from.payload_index(&item) {
+            item["payload"] = match from.disk_payload(p) {
+                Some(on_disk) => self.add_disk_payload(on_disk.clone()),
+                None => self.add_payload(from.payloads[p].clone()),
+            };
         }
         self.items.push(item);
     }
@@ -175,6 +196,17 @@ impl OperatorState {
 pub struct TaskSnapshot {
     pub source: Option<OperatorState>,
     pub operators: Vec<OperatorState>,
+}
+
+impl TaskSnapshot {
+    /// State `s`: the source first, if there is one, then the operators in order.
+    pub fn state_mut(&mut self, s: usize) -> &mut OperatorState {
+        match &mut self.source {
+            Some(source) if s == 0 => source,
+            Some(_) => &mut self.operators[s - 1],
+            None => &mut self.operators[s],
+        }
+    }
 }
 
 /// Status of a subtask at a checkpoint.
@@ -211,16 +243,37 @@ pub struct FileDigest {
 impl FileDigest {
     /// The digest of the concatenation of `chunks`.
     pub fn of<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Self {
-        use std::hash::Hasher;
-        let mut hasher = twox_hash::XxHash64::with_seed(0);
-        let mut size = 0;
-        for c in chunks {
-            hasher.write(c);
-            size += c.len() as u64;
-        }
+        let mut digester = Digester::default();
+        chunks.into_iter().for_each(|c| digester.write(c));
+        digester.finish()
+    }
+}
+
+/// A [`FileDigest`] computed over bytes as they stream by.
+pub struct Digester {
+    hasher: twox_hash::XxHash64,
+    size: u64,
+}
+
+impl Default for Digester {
+    fn default() -> Self {
         Self {
-            size,
-            xxh64: format!("{:016x}", hasher.finish()),
+            hasher: twox_hash::XxHash64::with_seed(0),
+            size: 0,
+        }
+    }
+}
+
+impl Digester {
+    pub fn write(&mut self, chunk: &[u8]) {
+        std::hash::Hasher::write(&mut self.hasher, chunk);
+        self.size += chunk.len() as u64;
+    }
+
+    pub fn finish(&self) -> FileDigest {
+        FileDigest {
+            size: self.size,
+            xxh64: format!("{:016x}", std::hash::Hasher::finish(&self.hasher)),
         }
     }
 }

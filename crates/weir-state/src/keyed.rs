@@ -25,7 +25,7 @@ pub fn encode_batch(batch: &RecordBatch) -> Result<Bytes> {
 
 /// The batches of an item's payload written by [`keyed_items`].
 pub fn item_batches(state: &OperatorState, item: &serde_json::Value) -> Result<Vec<RecordBatch>> {
-    let bytes = state.payload(item)?.clone();
+    let bytes = state.payload(item)?;
     let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }

@@ -84,7 +84,8 @@ impl StateMemory {
 pub struct SpillFile {
     file: File,
     len: AtomicU64,
-    dir: PathBuf,
+    /// What the file is, for messages.
+    what: String,
 }
 
 impl SpillFile {
@@ -93,12 +94,41 @@ impl SpillFile {
         Ok(Arc::new(Self {
             file: memory.create_file()?,
             len: AtomicU64::new(0),
-            dir: memory.dir.clone(),
+            what: format!(
+                "a state spill file under 'io.tmp.dirs' ({})",
+                memory.dir.display()
+            ),
         }))
     }
 
+    /// An existing file (a checkpoint's, on local disk), to read: its handle keeps it
+    /// readable even once it is deleted.
+    pub fn open(path: &std::path::Path) -> Result<Arc<Self>> {
+        let what = format!("the state file '{}'", path.display());
+        let file =
+            File::open(path).map_err(|e| Error::external(format!("opening {what} failed: {e}")))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::external(format!("reading {what} failed: {e}")))?
+            .len();
+        Ok(Arc::new(Self {
+            file,
+            len: AtomicU64::new(len),
+            what,
+        }))
+    }
+
+    /// How many bytes it holds.
+    pub fn len(&self) -> u64 {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Appends `bytes`; returns where they start.
-    fn append(&self, bytes: &[u8]) -> Result<u64> {
+    pub fn append(&self, bytes: &[u8]) -> Result<u64> {
         let at = self.len.load(Ordering::Relaxed);
         (&self.file)
             .write_all(bytes)
@@ -107,7 +137,8 @@ impl SpillFile {
         Ok(at)
     }
 
-    fn read(&self, at: u64, len: u64) -> Result<Bytes> {
+    /// The `len` bytes at `at`.
+    pub fn read(&self, at: u64, len: u64) -> Result<Bytes> {
         let mut bytes = vec![0; len as usize];
         self.file
             .read_exact_at(&mut bytes, at)
@@ -115,11 +146,8 @@ impl SpillFile {
         Ok(Bytes::from(bytes))
     }
 
-    fn error(&self, what: &str, e: std::io::Error) -> Error {
-        Error::external(format!(
-            "{what} a state spill file under 'io.tmp.dirs' ({}) failed: {e}",
-            self.dir.display()
-        ))
+    fn error(&self, doing: &str, e: std::io::Error) -> Error {
+        Error::external(format!("{doing} {} failed: {e}", self.what))
     }
 
     /// Appends checkpoint payloads (`(key group, bytes)`) and returns them as
@@ -131,13 +159,37 @@ impl SpillFile {
             .into_iter()
             .map(|(kg, bytes)| {
                 let at = self.append(&bytes)?;
-                let len = bytes.len() as u64;
                 let name = crate::checkpoint::shared_name(&bytes);
-                let file = self.clone();
-                let read = Arc::new(move || file.read(at, len));
-                Ok((kg, DiskPayload::new(name, len, read)))
+                Ok((kg, self.payload(name, at, bytes.len() as u64)))
             })
             .collect()
+    }
+
+    /// The `len` bytes at `at`, whose [`crate::checkpoint::shared_name`] is `name`, as a
+    /// payload that keeps the file.
+    pub fn payload(self: &Arc<Self>, name: String, at: u64, len: u64) -> DiskPayload {
+        let file = self.clone();
+        DiskPayload::new(name, len, Arc::new(move || file.read(at, len)))
+    }
+
+    /// The [`crate::checkpoint::shared_name`] of the `len` bytes at `at`, read a few
+    /// megabytes at a time.
+    pub fn name_of(&self, at: u64, len: u64) -> Result<String> {
+        let mut hasher = twox_hash::XxHash3_128::new();
+        self.scan(at, len, |chunk| hasher.write(chunk))?;
+        Ok(format!("{:032x}", hasher.finish_128()))
+    }
+
+    /// Hands the `len` bytes at `at` to `f`, a few megabytes at a time.
+    pub fn scan(&self, at: u64, len: u64, mut f: impl FnMut(&[u8])) -> Result<()> {
+        const CHUNK: u64 = 8 << 20;
+        let mut done = 0;
+        while done < len {
+            let n = CHUNK.min(len - done);
+            f(&self.read(at + done, n)?);
+            done += n;
+        }
+        Ok(())
     }
 }
 

@@ -346,7 +346,7 @@ impl ExactlyOnceSink {
                 }
                 Some(checkpoint) if subtask % parallelism == me => {
                     let attempt = item["attempt"].as_str().ok_or_else(|| corrupt(item))?;
-                    let data = state.payload(item)?.clone();
+                    let data = state.payload(item)?;
                     taken
                         .entry(subtask)
                         .or_default()

@@ -17,7 +17,8 @@
 //! once the side has rows on disk, epochs stop merging past [`MAX_SPILLED_MERGE_ROWS`]
 //! (a merge re-encodes both epochs, reading them back).
 //!
-//! A restore stores every item as a batch, epoch by epoch, and rebuilds the epochs.
+//! A restore stores every item as a batch, epoch by epoch, and rebuilds the epochs with
+//! the items' bytes as their encoded parts.
 
 use super::{JoinOperator, Side};
 use crate::operators::state::{item_batches, keyed_items};
@@ -41,8 +42,11 @@ const MAX_SPILLED_MERGE_ROWS: usize = 1 << 20;
 /// to disk chunk by chunk), so a snapshot needs little memory whatever the epoch's size.
 const ENCODE_CHUNK_ROWS: usize = 1 << 17;
 
+/// A part restored from disk counts as written for the first checkpoint that takes it.
+const RESTORED: u64 = u64::MAX;
+
 /// An encoded part of an epoch (one key group), in memory or in a local file (written
-/// for checkpoint `since`).
+/// for checkpoint `since`, or [`RESTORED`]).
 #[derive(Clone)]
 pub(super) enum Part {
     Memory(Bytes),
@@ -158,7 +162,17 @@ impl JoinOperator {
             for (e, range) in side.epochs.ranges().into_iter().enumerate() {
                 let kept = match flagged {
                     true => None,
-                    false => self.sides[s].epochs.epochs[e].encoded.clone(),
+                    false => {
+                        let kept = &mut self.sides[s].epochs.epochs[e].encoded;
+                        for (_, part) in kept.iter_mut().flatten() {
+                            if let Part::Disk { since, .. } = part
+                                && *since == RESTORED
+                            {
+                                *since = checkpoint.0;
+                            }
+                        }
+                        kept.clone()
+                    }
                 };
                 let parts = match kept {
                     Some(parts) => parts,
@@ -325,7 +339,7 @@ impl JoinOperator {
             .iter()
             .map(|item| {
                 let kg = weir_state::keyed::item_key_group(item, self.max_parallelism)?;
-                Ok((kg, encoded.payload(item)?.clone()))
+                Ok((kg, encoded.payload(item)?))
             })
             .collect()
     }
@@ -345,13 +359,32 @@ impl JoinOperator {
             }
             let side = side_of(item);
             let batches = item_batches(&restored, item)?;
+            // The item's bytes are the epoch's encoding in this subtask too (an epoch's
+            // key groups all move together), so an unflagged side does not encode them
+            // again at its next snapshot; one the restore left on disk stays there.
+            let kg = weir_state::keyed::item_key_group(item, self.max_parallelism)?;
+            let part = match item["payload"]
+                .as_u64()
+                .and_then(|p| restored.disk_payload(p as usize))
+            {
+                Some(payload) => Part::Disk {
+                    payload: payload.clone(),
+                    since: RESTORED,
+                },
+                None => Part::Memory(restored.payload(item)?),
+            };
+            let flagged = self.flagged(side);
             let stored = &mut self.sides[side];
             if current[side] != Some(epoch(item).unwrap_or(0)) {
                 current[side] = Some(epoch(item).unwrap_or(0));
                 stored.epochs.epochs.push(Epoch {
                     start: stored.stored.len(),
+                    encoded: (!flagged).then(Vec::new),
                     ..Default::default()
                 });
+            }
+            if let Some(parts) = &mut stored.epochs.epochs.last_mut().expect("an epoch").encoded {
+                parts.push((kg, part));
             }
             for batch in batches {
                 // A flagged side (semi join kept side, outer side) carries an `__emitted`

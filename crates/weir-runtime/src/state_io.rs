@@ -1,0 +1,314 @@
+//! Reading and writing task state files (see [`crate::state_file`]) without holding
+//! them whole in memory.
+//!
+//! **Writing.** A state file of at least [`STREAM_MIN_BYTES`] (a non-incremental
+//! checkpoint or a savepoint of large state) is uploaded in parts as its pieces are
+//! produced: payloads an operator keeps on disk are read one at a time, and a savepoint
+//! fetches the shared objects it inlines one at a time.
+//!
+//! **Reading.**
+//! A job whose state is larger than memory (see [`weir_state::spill`]) must also restore
+//! without holding it: given the job's [`StateMemory`], a restore streams every shared
+//! object, and every state file of at least [`LOCAL_MIN_BYTES`] (savepoints and
+//! non-incremental checkpoints hold their payloads inline), into unlinked local files
+//! under `io.tmp.dirs`, checking sizes and checksums as the bytes pass, and hands the
+//! operators payloads that read from there ([`weir_state::checkpoint::DiskPayload`]). An
+//! operator that spills (a join side) then reads one payload at a time, and the files go
+//! once the restored states are dropped.
+
+use crate::checkpoint::{Digester, FileDigest, TaskSnapshot};
+use crate::state_file::{
+    PREFIX_LEN, PayloadAt, SharedRef, StateLayout, check_shared, decode_layout, decode_task_state,
+    encode_head, fill_shared, header_len, shared_name,
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use std::sync::Arc;
+use weir_common::{Error, Result};
+use weir_state::spill::{SpillFile, StateMemory};
+
+/// State files at least this large are written in parts.
+pub const STREAM_MIN_BYTES: u64 = 16 << 20;
+
+/// The size of those parts (S3 wants at least 5 MiB but for the last).
+const PART_BYTES: usize = 8 << 20;
+
+/// Parts uploaded at once.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// State files at least this large are read onto local disk when a restore has a place
+/// for them; smaller ones are read into memory.
+pub const LOCAL_MIN_BYTES: u64 = 4 << 20;
+
+/// Where a restore keeps what it reads: the job's state budget, whose folder takes
+/// copies, and the checkpoint's folder when it is on local disk (its files are then read
+/// in place, not copied).
+#[derive(Clone, Copy)]
+pub struct Local<'a> {
+    pub memory: &'a StateMemory,
+    pub folder: Option<&'a std::path::Path>,
+}
+
+/// Reads the state file at `path` (`file` in the checkpoint's folder), which the
+/// checkpoint recorded as `expected`, and the shared objects under `shared_root` it refers
+/// to; payloads stay on local disk when `local` is given (see the module docs).
+/// `corrupt` words what is wrong with the file.
+pub async fn read_task_state(
+    store: &Arc<dyn ObjectStore>,
+    (path, file): (&Path, &str),
+    expected: &FileDigest,
+    shared_root: &Path,
+    local: Option<Local<'_>>,
+    corrupt: impl Fn(String) -> Error,
+) -> Result<TaskSnapshot> {
+    let mismatch = |actual: &FileDigest| {
+        corrupt(format!(
+            "{} bytes with checksum {}, the checkpoint recorded {} bytes with checksum {}",
+            actual.size, actual.xxh64, expected.size, expected.xxh64
+        ))
+    };
+    let not_corrupt = |e: Error| match e {
+        e @ Error::CorruptCheckpoint(_) => e,
+        e => corrupt(e.to_string()),
+    };
+    let (mut snapshot, refs) = match local.filter(|_| expected.size >= LOCAL_MIN_BYTES) {
+        Some(local) => {
+            let on_disk = local.folder.map(|f| f.join(file));
+            let (copy, actual) = local_copy(store, path, on_disk, local.memory, |copy| {
+                let mut digester = Digester::default();
+                copy.scan(0, copy.len(), |chunk| digester.write(chunk))?;
+                Ok(digester.finish())
+            })
+            .await?;
+            if actual != *expected {
+                return Err(mismatch(&actual));
+            }
+            decode_on_disk(&copy, actual.size).map_err(not_corrupt)?
+        }
+        None => {
+            let bytes = get(store, path).await?.bytes().await?;
+            let actual = FileDigest::of([bytes.as_ref()]);
+            if actual != *expected {
+                return Err(mismatch(&actual));
+            }
+            decode_task_state(bytes).map_err(not_corrupt)?
+        }
+    };
+    fetch_shared(store, shared_root, &mut snapshot, refs, local)
+        .await
+        .map_err(not_corrupt)?;
+    Ok(snapshot)
+}
+
+/// The object at `path` as a local file with its hash: the file at `on_disk` itself when
+/// the object is one (hashed by reading it), else a copy under `memory`'s folder, hashed
+/// as it streams in.
+async fn local_copy<H>(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    on_disk: Option<std::path::PathBuf>,
+    memory: &StateMemory,
+    hash: impl Fn(&SpillFile) -> Result<H>,
+) -> Result<(Arc<SpillFile>, H)> {
+    if let Some(on_disk) = on_disk {
+        if !on_disk.is_file() {
+            return Err(Error::CorruptCheckpoint(format!(
+                "state object '{}' is missing",
+                on_disk.display()
+            )));
+        }
+        let file = SpillFile::open(&on_disk)?;
+        let hashed = hash(&file)?;
+        return Ok((file, hashed));
+    }
+    let file = SpillFile::create(memory)?;
+    let mut stream = get(store, path).await?.into_stream();
+    while let Some(chunk) = stream.next().await {
+        file.append(&chunk?)?;
+    }
+    let hashed = hash(&file)?;
+    Ok((file, hashed))
+}
+
+async fn get(store: &Arc<dyn ObjectStore>, path: &Path) -> Result<object_store::GetResult> {
+    match store.get(path).await {
+        Ok(got) => Ok(got),
+        Err(object_store::Error::NotFound { .. }) => Err(Error::CorruptCheckpoint(format!(
+            "state object '{path}' is missing"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Decodes a state file kept in `file` (`len` bytes): its inline payloads stay there.
+fn decode_on_disk(file: &Arc<SpillFile>, len: u64) -> Result<(TaskSnapshot, Vec<SharedRef>)> {
+    let head = header_len(&file.read(0, (PREFIX_LEN as u64).min(len))?)?;
+    if head as u64 > len {
+        return Err(Error::Checkpoint(
+            "not a Weir task state file: truncated header".into(),
+        ));
+    }
+    let StateLayout {
+        mut snapshot,
+        places,
+    } = decode_layout(&file.read(0, head as u64)?)?;
+    let mut refs = Vec::new();
+    for place in places {
+        match place.at {
+            PayloadAt::Shared(name) => refs.push(SharedRef {
+                state: place.state,
+                payload: place.payload,
+                name,
+                size: place.size,
+            }),
+            PayloadAt::Inline { offset } => {
+                if offset + place.size > len {
+                    return Err(Error::Checkpoint(
+                        "not a Weir task state file: truncated payload".into(),
+                    ));
+                }
+                let name = file.name_of(offset, place.size)?;
+                let payload = file.payload(name, offset, place.size);
+                snapshot
+                    .state_mut(place.state)
+                    .set_disk_payload(place.payload, payload);
+            }
+        }
+    }
+    Ok((snapshot, refs))
+}
+
+/// Fetches the shared objects `refs` of `snapshot` from `shared_root`, each checked
+/// against its name: kept on local disk when `local` is given, else read into memory.
+async fn fetch_shared(
+    store: &Arc<dyn ObjectStore>,
+    shared_root: &Path,
+    snapshot: &mut TaskSnapshot,
+    refs: Vec<SharedRef>,
+    local: Option<Local<'_>>,
+) -> Result<()> {
+    for r in refs {
+        let path = shared_root.clone().join(r.name.as_str());
+        let Some(local) = local else {
+            let bytes = get(store, &path).await?.bytes().await?;
+            fill_shared(snapshot, &r, bytes)?;
+            continue;
+        };
+        let on_disk = local
+            .folder
+            .and_then(|f| f.parent())
+            .map(|job| job.join("shared").join(&r.name));
+        let (copy, name) = local_copy(store, &path, on_disk, local.memory, |copy| {
+            copy.name_of(0, copy.len())
+        })
+        .await?;
+        check_shared(&r, copy.len(), &name)?;
+        snapshot
+            .state_mut(r.state)
+            .set_disk_payload(r.payload, copy.payload(name, 0, r.size));
+    }
+    Ok(())
+}
+
+/// Writes the object at `path` from `pieces` (`total` bytes in all): one put when small,
+/// else a multipart upload as the pieces come, which becomes visible only once complete.
+/// Returns the object's digest.
+pub async fn put_pieces<S>(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    total: u64,
+    pieces: S,
+) -> Result<FileDigest>
+where
+    S: futures::Stream<Item = Result<Bytes>>,
+{
+    let mut pieces = std::pin::pin!(pieces);
+    let mut digester = Digester::default();
+    if total < STREAM_MIN_BYTES {
+        let mut all = Vec::new();
+        while let Some(piece) = pieces.next().await {
+            let piece = piece?;
+            digester.write(&piece);
+            all.push(piece);
+        }
+        store.put(path, all.into_iter().collect()).await?;
+        return Ok(digester.finish());
+    }
+    let upload = store.put_multipart(path).await?;
+    let mut upload = object_store::WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+    let written = async {
+        while let Some(piece) = pieces.next().await {
+            let piece = piece?;
+            digester.write(&piece);
+            upload.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+            upload.put(piece);
+        }
+        Ok::<_, Error>(())
+    }
+    .await;
+    match written {
+        Ok(()) => {
+            upload.finish().await?;
+            Ok(digester.finish())
+        }
+        Err(e) => {
+            let _ = upload.abort().await;
+            Err(e)
+        }
+    }
+}
+
+/// Writes the state file `bytes` (read from a checkpoint whose shared objects are under
+/// `shared_root`) to `path` with every payload inline, fetching the shared objects one
+/// at a time. Returns its digest.
+pub async fn write_inlined(
+    store: &Arc<dyn ObjectStore>,
+    shared_root: &Path,
+    bytes: Bytes,
+    target: &Arc<dyn ObjectStore>,
+    path: &Path,
+) -> Result<FileDigest> {
+    let head = bytes
+        .get(..header_len(&bytes)?.min(bytes.len()))
+        .unwrap_or(&bytes);
+    let StateLayout { snapshot, places } = decode_layout(head)?;
+    let states = snapshot.source.is_some() as usize + snapshot.operators.len();
+    let mut sizes = vec![Vec::new(); states];
+    for place in &places {
+        sizes[place.state].push(place.size);
+    }
+    let head = encode_head(&snapshot, sizes, &[])?;
+    let total = head.len() as u64 + places.iter().map(|p| p.size).sum::<u64>();
+    let payloads = futures::stream::iter(places).then(|place| {
+        let bytes = bytes.clone();
+        async move {
+            match place.at {
+                PayloadAt::Inline { offset } => {
+                    let end = offset + place.size;
+                    if end > bytes.len() as u64 {
+                        return Err(Error::Checkpoint(
+                            "not a Weir task state file: truncated payload".into(),
+                        ));
+                    }
+                    Ok(bytes.slice(offset as usize..end as usize))
+                }
+                PayloadAt::Shared(name) => {
+                    let path = shared_root.clone().join(name.as_str());
+                    let got = get(store, &path).await?.bytes().await?;
+                    let r = SharedRef {
+                        state: place.state,
+                        payload: place.payload,
+                        name,
+                        size: place.size,
+                    };
+                    check_shared(&r, got.len() as u64, &shared_name(&got))?;
+                    Ok(got)
+                }
+            }
+        }
+    });
+    let pieces = futures::stream::iter([Ok(head)]).chain(payloads);
+    put_pieces(target, path, total, pieces).await
+}

@@ -86,14 +86,22 @@ fn spilled_join(dir: &std::path::Path) {
     let nexmark = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-examples/nexmark");
     let chk = dir.join("chk-q20");
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .arg("run")
+    let mut weir = Command::new(env!("CARGO_BIN_EXE_weir"));
+    weir.arg("run")
         .args([nexmark.join("ddl.sql"), nexmark.join("q20.sql")])
         .args(["-p", "2", "--checkpoint-interval", "2 s"])
-        .args(["--checkpoint-dir", chk.to_str().unwrap()])
-        .args(["--var", "TPS=10000000", "--var", &format!("EVENTS_NUM={events}")])
-        .args(["--var", "PERSON_PROPORTION=1", "--var", "AUCTION_PROPORTION=3"])
-        .args(["--var", "BID_PROPORTION=46"])
+        .args(["--checkpoint-dir", chk.to_str().unwrap()]);
+    let vars = [
+        "TPS=10000000".to_string(),
+        format!("EVENTS_NUM={events}"),
+        "PERSON_PROPORTION=1".into(),
+        "AUCTION_PROPORTION=3".into(),
+        "BID_PROPORTION=46".into(),
+    ];
+    for var in &vars {
+        weir.args(["--var", var]);
+    }
+    let out = weir
         .args(["-D", "taskmanager.memory.managed.size=256 mb"])
         .args(["-D", "restart-strategy.type=fixed-delay"])
         .args(["-D", "restart-strategy.fixed-delay.delay=0 ms"])

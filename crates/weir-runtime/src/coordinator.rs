@@ -56,6 +56,8 @@ pub(crate) struct VertexInfo {
     pub uid: String,
     pub name: String,
     pub parallelism: usize,
+    /// Its chain ends in a sink, whose output the final checkpoint commits.
+    pub has_sink: bool,
 }
 
 /// What a task acknowledged for a checkpoint.
@@ -184,17 +186,26 @@ impl Coordinator {
                             ended[task.0][task.1] = true;
                             // Trigger the final checkpoint now (FLIP-147 without waiting
                             // for the interval) unless the pending one will include the
-                            // task's finished state anyway. Without periodic checkpoints,
-                            // only once every task of the task's pipeline (the connected
-                            // part of the job graph) has ended: a checkpoint taken when
-                            // the first subtask ends would commit its siblings' output so
-                            // far, and a failure after it would leave that part visible.
+                            // task's finished state anyway: when a task with a sink ends
+                            // (its output is committed at once), or every task of its
+                            // pipeline (the connected part of the job graph) has. A task
+                            // without a sink that ends before the rest of its pipeline (a
+                            // source) waits for the next periodic checkpoint, as in Flink:
+                            // nothing of its own awaits a commit, and a checkpoint then
+                            // would write the whole state of the operators still working
+                            // through their input (q20: 1.3 GB of join rows, dropped
+                            // seconds later). Without periodic checkpoints, only once the
+                            // pipeline has ended: a checkpoint taken when the first subtask
+                            // ends would commit its siblings' output so far, and a failure
+                            // after it would leave that part visible.
                             let pipeline = pipelines[task.0];
                             let pipeline_ended = (0..ended.len())
                                 .filter(|v| pipelines[*v] == pipeline)
                                 .all(|v| ended[v].iter().all(|e| *e));
+                            let sink_ended =
+                                self.config.interval.is_some() && self.vertices[task.0].has_sink;
                             if pending.as_ref().is_none_or(|p| p.acks.contains_key(&task))
-                                && (self.config.interval.is_some() || pipeline_ended)
+                                && (sink_ended || pipeline_ended)
                             {
                                 asap = true;
                             }

@@ -688,6 +688,7 @@ impl Run {
                     uid: v.uid.clone(),
                     name: v.name.clone(),
                     parallelism: v.parallelism,
+                    has_sink: v.operators.iter().any(|o| o.is_sink()),
                 })
                 .collect(),
             upstream: upstream_tasks(graph),

@@ -181,7 +181,8 @@ pub struct CheckpointStorage {
     incremental: bool,
 }
 
-/// Shared state objects a task writes at once.
+/// Shared state objects a task writes at once to a remote store (on S3 each is a request
+/// of its own).
 const SHARED_PUTS_IN_FLIGHT: usize = 16;
 
 /// What writing a task's state did.
@@ -225,6 +226,17 @@ impl CheckpointStorage {
         let mut storage = Self::new(l.store, &l.path, job_id);
         storage.local_root = l.local.map(|d| d.join(job_id.to_string()));
         Ok(storage)
+    }
+
+    /// Shared objects a task writes at once: one on local disk, where each is a file
+    /// created in the same folder and renamed into place, and writers at once only
+    /// contend for the folder's lock (q20 with 1 s checkpoints: 12.2 s with 16 at once,
+    /// 9.4 s with 4, 7.5 s with 1); [`SHARED_PUTS_IN_FLIGHT`] on a remote store.
+    fn puts_in_flight(&self) -> usize {
+        match self.local_root {
+            Some(_) => 1,
+            None => SHARED_PUTS_IN_FLIGHT,
+        }
     }
 
     /// Where checkpoint `id` lives.
@@ -271,8 +283,8 @@ impl CheckpointStorage {
             .iter()
             .map(|(_, b, on_disk)| on_disk.as_ref().map_or(b.len() as u64, |d| d.size))
             .sum();
-        // Several at once: on S3 each is a request of its own. A payload its operator
-        // keeps on disk is read only now, a few at a time.
+        // Several at once on a remote store (see `puts_in_flight`). A payload its
+        // operator keeps on disk is read only now.
         futures::stream::iter(new)
             .map(|(path, bytes, on_disk)| async move {
                 let bytes = match on_disk {
@@ -282,7 +294,7 @@ impl CheckpointStorage {
                 self.store.put(&path, PutPayload::from(bytes)).await?;
                 Ok::<_, weir_common::Error>(())
             })
-            .buffer_unordered(SHARED_PUTS_IN_FLIGHT)
+            .buffer_unordered(self.puts_in_flight())
             .try_collect::<Vec<_>>()
             .await?;
         let pieces = file_pieces(snapshot, &shared)?;

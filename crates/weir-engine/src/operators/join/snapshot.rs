@@ -8,14 +8,16 @@
 //! `weir_runtime::state_file`) do not write them again. An epoch changes when one of its
 //! rows is retracted or expires; a side whose rows carry flags (a semi join's kept side,
 //! an outer side) is encoded afresh every time. Epochs merge like a binary counter — the
-//! newest into the one before while that one holds no more rows, or is small — so a side
-//! keeps about log2(snapshots) epochs and each row is encoded again only about log2 times.
+//! newest into the one before while that one holds no more rows, or is small — up to
+//! [`MAX_MERGE_ROWS`]: a merge encodes both epochs again and the checkpoint writes what it
+//! encodes, so unbounded merges made checkpoints write most of the state again (q20 at
+//! 30M events with 1 s checkpoints: 40–63% of the state each). Below that size a side
+//! keeps about log2(snapshots) epochs and each row is encoded again about log2 times;
+//! larger epochs stay as they are until one of their rows changes.
 //!
 //! A side under a state memory budget (see [`weir_state::spill`]) keeps its epochs'
 //! encoded parts in local files instead of memory, as [`DiskPayload`]s named like shared
-//! objects, so an incremental checkpoint that has them already does not even read them;
-//! once the side has rows on disk, epochs stop merging past [`MAX_SPILLED_MERGE_ROWS`]
-//! (a merge re-encodes both epochs, reading them back).
+//! objects, so an incremental checkpoint that has them already does not even read them.
 //!
 //! A restore stores every item as a batch, epoch by epoch, and rebuilds the epochs with
 //! the items' bytes as their encoded parts.
@@ -35,8 +37,8 @@ use weir_state::spill::SpillFile;
 /// epoch is large.
 const MIN_EPOCH_ROWS: usize = 16_384;
 
-/// Epochs of a side with rows on disk merge only up to this many rows.
-const MAX_SPILLED_MERGE_ROWS: usize = 1 << 20;
+/// Epochs merge only up to this many rows.
+const MAX_MERGE_ROWS: usize = 1 << 20;
 
 /// A side under a memory budget encodes an epoch this many rows at a time (its parts go
 /// to disk chunk by chunk), so a snapshot needs little memory whatever the epoch's size.
@@ -154,11 +156,7 @@ impl JoinOperator {
             let batches = side.stored.len();
             let unsealed = side.epochs.sealed.min(batches)..batches;
             let rows = unsealed.map(|b| side.stored.rows(b)).sum();
-            let max_merge = match side.stored.spilling() {
-                true => MAX_SPILLED_MERGE_ROWS,
-                false => usize::MAX,
-            };
-            side.epochs.seal(batches, rows, max_merge);
+            side.epochs.seal(batches, rows, MAX_MERGE_ROWS);
             for (e, range) in side.epochs.ranges().into_iter().enumerate() {
                 let kept = match flagged {
                     true => None,

@@ -116,6 +116,7 @@ fn log_directives(spec: &str) -> String {
 /// `mi_option_e`).
 const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Memory settings for a process whose state and batches come and go by the gigabyte.
 ///
@@ -133,9 +134,14 @@ const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
 /// `prctl(PR_SET_THP_DISABLE)`, as mimalloc does at start with `MIMALLOC_ALLOW_THP=0`)
 /// unless `MIMALLOC_ALLOW_THP` is set. At 10M
 /// events q5, q7, q9, q18, q19 and q20 ran 12-25% faster.
+///
+/// Freed memory goes back to the kernel after `purge_delay` (mimalloc: 10 ms), and the
+/// next allocation faults it in again, zeroed: batches and encoded checkpoints come and
+/// go faster than that. Kept for 1 s (`MIMALLOC_PURGE_DELAY` still decides), q5, q7, q18,
+/// q19 and q20 ran 20-37% faster at 10M events, q9 as fast, with peak RSS within 4%.
 #[allow(unsafe_code)]
 fn tune_allocator() {
-    // SAFETY (all three calls): mi_option_set only stores the value; it is not thread
+    // SAFETY (all four calls): mi_option_set only stores the value; it is not thread
     // safe, and this runs first in `main`, before any other thread exists. prctl with
     // PR_SET_THP_DISABLE takes integer arguments only; failing (an old kernel) only
     // leaves huge pages on.
@@ -148,6 +154,9 @@ fn tune_allocator() {
     }
     if std::env::var_os("MIMALLOC_ARENA_EAGER_COMMIT").is_none() {
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) }
+    }
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1000) }
     }
 }
 

@@ -6,15 +6,16 @@
 //! produced: payloads an operator keeps on disk are read one at a time, and a savepoint
 //! fetches the shared objects it inlines one at a time.
 //!
-//! **Reading.**
-//! A job whose state is larger than memory (see [`weir_state::spill`]) must also restore
-//! without holding it: given the job's [`StateMemory`], a restore streams every shared
-//! object, and every state file of at least [`LOCAL_MIN_BYTES`] (savepoints and
-//! non-incremental checkpoints hold their payloads inline), into unlinked local files
-//! under `io.tmp.dirs`, checking sizes and checksums as the bytes pass, and hands the
-//! operators payloads that read from there ([`weir_state::checkpoint::DiskPayload`]). An
-//! operator that spills (a join side) then reads one payload at a time, and the files go
-//! once the restored states are dropped.
+//! **Reading.** A job whose state is larger than memory (see [`weir_state::spill`]) must
+//! also restore without holding it. Given the job's [`StateMemory`], a restore keeps every
+//! shared object, and every state file of at least [`LOCAL_MIN_BYTES`] (savepoints and
+//! non-incremental checkpoints hold their payloads inline), on local disk: read in place
+//! from a checkpoint folder on local disk (an open handle keeps a file readable after the
+//! job deletes it), else streamed into unlinked files under `io.tmp.dirs`. Each is
+//! checked against its name or recorded checksum, a few megabytes at a time, before the
+//! job starts, and operators get payloads that read from there
+//! ([`weir_state::checkpoint::DiskPayload`]). An operator that spills (a join side) then
+//! reads one payload at a time; the copies go once the restored states are dropped.
 
 use crate::checkpoint::{Digester, FileDigest, TaskSnapshot};
 use crate::state_file::{
@@ -102,9 +103,8 @@ pub async fn read_task_state(
     Ok(snapshot)
 }
 
-/// The object at `path` as a local file with its hash: the file at `on_disk` itself when
-/// the object is one (hashed by reading it), else a copy under `memory`'s folder, hashed
-/// as it streams in.
+/// The object at `path` as a local file, with `hash` of it: the file at `on_disk` itself
+/// when the object is one, else a copy streamed under `memory`'s folder.
 async fn local_copy<H>(
     store: &Arc<dyn ObjectStore>,
     path: &Path,

@@ -20,7 +20,7 @@
 //! state larger than memory) comes with its name; it is read from disk only to be
 //! uploaded as a new shared object or written inline.
 
-use crate::checkpoint::{StateDistribution, TaskSnapshot};
+use crate::checkpoint::{OperatorState, StateDistribution, TaskSnapshot};
 use bytes::Bytes;
 use object_store::PutPayload;
 use std::collections::HashMap;
@@ -304,10 +304,23 @@ pub fn decode_task_state(bytes: Bytes) -> Result<(TaskSnapshot, Vec<SharedRef>)>
     let head = bytes
         .get(..header_len(&bytes)?.min(bytes.len()))
         .unwrap_or(&bytes);
+    place_payloads(decode_layout(head)?, bytes.len() as u64, |state, p, at| {
+        state.payloads[p] = bytes.slice(at.start as usize..at.end as usize);
+        Ok(())
+    })
+}
+
+/// The snapshot of `layout`, a file of `len` bytes, with `inline` given each inline
+/// payload's state, index and place in the file, and the references to shared ones.
+pub fn place_payloads(
+    layout: StateLayout,
+    len: u64,
+    mut inline: impl FnMut(&mut OperatorState, usize, std::ops::Range<u64>) -> Result<()>,
+) -> Result<(TaskSnapshot, Vec<SharedRef>)> {
     let StateLayout {
         mut snapshot,
         places,
-    } = decode_layout(head)?;
+    } = layout;
     let mut refs = Vec::new();
     for place in places {
         match place.at {
@@ -318,13 +331,12 @@ pub fn decode_task_state(bytes: Bytes) -> Result<(TaskSnapshot, Vec<SharedRef>)>
                 size: place.size,
             }),
             PayloadAt::Inline { offset } => {
-                let range = usize::try_from(offset)
-                    .ok()
-                    .zip(usize::try_from(offset + place.size).ok())
-                    .filter(|(_, end)| *end <= bytes.len())
-                    .ok_or_else(|| not_a_state_file("truncated payload"))?;
-                snapshot.state_mut(place.state).payloads[place.payload] =
-                    bytes.slice(range.0..range.1);
+                // (decode_layout checked that offset + size does not overflow.)
+                let at = offset..offset + place.size;
+                if at.end > len {
+                    return Err(not_a_state_file("truncated payload"));
+                }
+                inline(snapshot.state_mut(place.state), place.payload, at)?;
             }
         }
     }

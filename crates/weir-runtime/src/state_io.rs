@@ -20,7 +20,7 @@
 use crate::checkpoint::{Digester, FileDigest, TaskSnapshot};
 use crate::state_file::{
     PREFIX_LEN, PayloadAt, SharedRef, StateLayout, check_shared, decode_layout, decode_task_state,
-    encode_head, fill_shared, header_len, shared_name,
+    encode_head, fill_shared, header_len, place_payloads, shared_name,
 };
 use bytes::Bytes;
 use futures::StreamExt;
@@ -150,34 +150,13 @@ fn decode_on_disk(file: &Arc<SpillFile>, len: u64) -> Result<(TaskSnapshot, Vec<
             "not a Weir task state file: truncated header".into(),
         ));
     }
-    let StateLayout {
-        mut snapshot,
-        places,
-    } = decode_layout(&file.read(0, head as u64)?)?;
-    let mut refs = Vec::new();
-    for place in places {
-        match place.at {
-            PayloadAt::Shared(name) => refs.push(SharedRef {
-                state: place.state,
-                payload: place.payload,
-                name,
-                size: place.size,
-            }),
-            PayloadAt::Inline { offset } => {
-                if offset + place.size > len {
-                    return Err(Error::Checkpoint(
-                        "not a Weir task state file: truncated payload".into(),
-                    ));
-                }
-                let name = file.name_of(offset, place.size)?;
-                let payload = file.payload(name, offset, place.size);
-                snapshot
-                    .state_mut(place.state)
-                    .set_disk_payload(place.payload, payload);
-            }
-        }
-    }
-    Ok((snapshot, refs))
+    let layout = decode_layout(&file.read(0, head as u64)?)?;
+    place_payloads(layout, len, |state, p, at| {
+        let size = at.end - at.start;
+        let payload = file.payload(file.name_of(at.start, size)?, at.start, size);
+        state.set_disk_payload(p, payload);
+        Ok(())
+    })
 }
 
 /// Fetches the shared objects `refs` of `snapshot` from `shared_root`, each checked

@@ -633,6 +633,28 @@ mod tests {
         OperatorState, StateDistribution, SubtaskStatus, TaskSnapshot, VertexEntry,
     };
 
+    /// Reads `entry` of `restored` keeping its payloads on local disk, twice: from the
+    /// checkpoint's folder on local disk, whose files are read in place, and as if the
+    /// checkpoint were elsewhere, which copies them under `local`'s folder.
+    async fn read_on_local_disk(
+        restored: &RestoredCheckpoint,
+        entry: &SubtaskEntry,
+        local: &StateMemory,
+    ) -> Vec<Result<TaskSnapshot>> {
+        let mut remote = restored.clone();
+        remote.location = format!("elsewhere://{}", restored.location);
+        assert!(remote.local_folder().is_none());
+        let mut read = Vec::new();
+        for from in [restored, &remote] {
+            read.push(
+                from.read_task_state(entry, Some(local))
+                    .await
+                    .map(Option::unwrap),
+            );
+        }
+        read
+    }
+
     /// An incremental checkpoint writes a large key group once, refers to it from later
     /// checkpoints, restores it from the shared folder, and a savepoint of it is whole.
     #[tokio::test]
@@ -724,23 +746,9 @@ mod tests {
             assert_eq!(kept.name, crate::state_file::shared_name(&key_group));
             assert_eq!(op.payload(&op.items[0]).unwrap(), key_group);
         };
-        // On local disk the checkpoint's files are read in place; elsewhere they are
-        // copied under io.tmp.dirs.
-        let back = restored
-            .read_task_state(entry, Some(&local))
-            .await
-            .unwrap()
-            .unwrap();
-        on_disk(&back);
-        let mut remote = restored.clone();
-        remote.location = format!("elsewhere://{}", restored.location);
-        assert!(remote.local_folder().is_none());
-        let back = remote
-            .read_task_state(entry, Some(&local))
-            .await
-            .unwrap()
-            .unwrap();
-        on_disk(&back);
+        for back in read_on_local_disk(&restored, entry, &local).await {
+            on_disk(&back.unwrap());
+        }
         assert_eq!(
             std::fs::read_dir(&spill).unwrap().count(),
             0,
@@ -751,8 +759,8 @@ mod tests {
         let mut altered = std::fs::read(&object).unwrap();
         altered[big / 2] ^= 1;
         std::fs::write(&object, &altered).unwrap();
-        for from in [&restored, &remote] {
-            let err = from.read_task_state(entry, Some(&local)).await.unwrap_err();
+        for back in read_on_local_disk(&restored, entry, &local).await {
+            let err = back.unwrap_err();
             assert!(err.to_string().contains("do not match its name"), "{err}");
         }
         altered[big / 2] ^= 1;
@@ -775,20 +783,9 @@ mod tests {
             .unwrap();
         assert_eq!(back.operators, snapshot.operators);
         // A state file this large is kept on local disk, its inline payloads with it.
-        let back = restored
-            .read_task_state(entry, Some(&local))
-            .await
-            .unwrap()
-            .unwrap();
-        on_disk(&back);
-        let mut remote = restored.clone();
-        remote.location = format!("elsewhere://{}", restored.location);
-        let back = remote
-            .read_task_state(entry, Some(&local))
-            .await
-            .unwrap()
-            .unwrap();
-        on_disk(&back);
+        for back in read_on_local_disk(&restored, entry, &local).await {
+            on_disk(&back.unwrap());
+        }
         // A copy whose bytes differ from the recorded checksum is refused.
         let file = tmp.path().join("sp").join(sp.rsplit('/').next().unwrap());
         let file = std::fs::read_dir(file)
@@ -799,8 +796,8 @@ mod tests {
         let mut altered = std::fs::read(&file).unwrap();
         *altered.last_mut().unwrap() ^= 1;
         std::fs::write(&file, &altered).unwrap();
-        for from in [&restored, &remote] {
-            let err = from.read_task_state(entry, Some(&local)).await.unwrap_err();
+        for back in read_on_local_disk(&restored, entry, &local).await {
+            let err = back.unwrap_err();
             assert!(err.to_string().contains("the checkpoint recorded"), "{err}");
         }
     }

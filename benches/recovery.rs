@@ -9,8 +9,8 @@
 //!
 //! Then the same for state larger than memory: Nexmark q20 (a join whose state only grows)
 //! over `WEIR_RECOVERY_JOIN_EVENTS` events (default 30 000 000) with a 256 MB state budget
-//! and 2 s checkpoints, failing in a checkpoint once gigabytes of join state are
-//! checkpointed. It prints the state restored, the time to process again, the first
+//! and 2 s checkpoints, failing in its fifth checkpoint, once about 2 GB of join state
+//! are checkpointed. It prints the state restored, the time to process again, the first
 //! checkpoint after the restart (duration and bytes written) and the process's peak RSS.
 //!
 //! `cargo bench --bench recovery` (profile `bench`).
@@ -105,9 +105,9 @@ fn spilled_join(dir: &std::path::Path) {
         .args(["-D", "taskmanager.memory.managed.size=256 mb"])
         .args(["-D", "restart-strategy.type=fixed-delay"])
         .args(["-D", "restart-strategy.fixed-delay.delay=0 ms"])
-        // Eight state writes per checkpoint (four tasks per subtask): the 60th is in the
-        // 8th, which follows 2-3 GB of checkpointed join state.
-        .env("WEIR_FAILPOINTS", "after-task-state=fail:60")
+        // Eight state writes per checkpoint (four tasks per subtask): the 40th is in the
+        // 5th, which follows about 2 GB of checkpointed join state.
+        .env("WEIR_FAILPOINTS", "after-task-state=fail:40")
         .env("WEIR_LOG", "info")
         .output()
         .expect("run weir");

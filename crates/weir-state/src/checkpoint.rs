@@ -56,7 +56,12 @@ pub const SHARED_MIN_BYTES: usize = 4096;
 
 /// The name of `bytes` as a shared object of incremental checkpoints: their XXH3-128, hex.
 pub fn shared_name(bytes: &[u8]) -> String {
-    format!("{:032x}", twox_hash::XxHash3_128::oneshot(bytes))
+    shared_name_of(twox_hash::XxHash3_128::oneshot(bytes))
+}
+
+/// The [`shared_name`] of bytes whose XXH3-128 is `hash` (hashed as they streamed by).
+pub fn shared_name_of(hash: u128) -> String {
+    format!("{hash:032x}")
 }
 
 /// A payload kept on local disk, with its size and its [`shared_name`]: an incremental
@@ -136,6 +141,13 @@ impl OperatorState {
         self.on_disk.resize(self.payloads.len(), None);
         self.payloads[p] = bytes::Bytes::new();
         self.on_disk[p] = Some(payload);
+    }
+
+    /// The payload an item refers to, if it is kept on disk.
+    pub fn item_disk_payload(&self, item: &serde_json::Value) -> Option<&DiskPayload> {
+        self.payload_index(item)
+            .ok()
+            .and_then(|p| self.disk_payload(p))
     }
 
     /// The payload `p` kept on disk, if it is.

@@ -177,7 +177,7 @@ impl SpillFile {
     pub fn name_of(&self, at: u64, len: u64) -> Result<String> {
         let mut hasher = twox_hash::XxHash3_128::new();
         self.scan(at, len, |chunk| hasher.write(chunk))?;
-        Ok(format!("{:032x}", hasher.finish_128()))
+        Ok(crate::checkpoint::shared_name_of(hasher.finish_128()))
     }
 
     /// Hands the `len` bytes at `at` to `f`, a few megabytes at a time.

@@ -361,10 +361,7 @@ impl JoinOperator {
             // key groups all move together), so an unflagged side does not encode them
             // again at its next snapshot; one the restore left on disk stays there.
             let kg = weir_state::keyed::item_key_group(item, self.max_parallelism)?;
-            let part = match item["payload"]
-                .as_u64()
-                .and_then(|p| restored.disk_payload(p as usize))
-            {
+            let part = match restored.item_disk_payload(item) {
                 Some(payload) => Part::Disk {
                     payload: payload.clone(),
                     since: RESTORED,

@@ -1,7 +1,10 @@
 //! File sink benchmark: datagen → Parquet files through the real `weir` binary, with and
-//! without 1 s checkpoints (each checkpoint rolls and commits a part per subtask), and the
-//! same job against a local S3-compatible server (moto) when `moto_server` is installed.
-//! Prints one line per run: rows/s, MB/s of committed output, peak RSS.
+//! without 1 s checkpoints (each checkpoint rolls and commits a part per subtask), the
+//! same job into a Delta table (`delta` connector) with 1 s and 10 s checkpoints, and the
+//! file sink against a local S3-compatible server (moto) when `moto_server` is installed.
+//! Prints one line per run: rows/s, MB/s of committed output, peak RSS; for Delta also
+//! the commits and how long each took (from the committer taking it up, `txn.lastUpdated`,
+//! to the log entry's `commitInfo.timestamp`).
 //!
 //! `cargo bench --bench file_sink`; `WEIR_BENCH_ROWS` (default 10 000 000) and
 //! `WEIR_BENCH_S3_ROWS` (default 2 000 000) set the row counts.
@@ -16,7 +19,7 @@ CREATE TABLE src (id BIGINT, k INT, amount DOUBLE, ts TIMESTAMP(3)) WITH (
   'fields.k.min' = '0', 'fields.k.max' = '999'
 );
 CREATE TABLE dst (id BIGINT, k INT, amount DOUBLE, ts TIMESTAMP(3))
-WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'parquet');
+WITH (${sink});
 INSERT INTO dst SELECT * FROM src;
 ";
 
@@ -24,20 +27,61 @@ fn dir_size(path: &std::path::Path) -> u64 {
     std::fs::read_dir(path)
         .map(|rd| {
             rd.flatten()
-                .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
                 .sum()
         })
         .unwrap_or(0)
 }
 
+/// Commits of a local Delta table with data, and the mean and longest time each took
+/// (ms from `txn.lastUpdated` to `commitInfo.timestamp`).
+fn delta_commits(table: &std::path::Path) -> (usize, f64, i64) {
+    let mut took = Vec::new();
+    for e in std::fs::read_dir(table.join("_delta_log"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.path().extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let (mut started, mut logged) = (None, None);
+        for line in std::fs::read_to_string(e.path())
+            .unwrap_or_default()
+            .lines()
+        {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+            if let Some(t) = action["txn"]["lastUpdated"].as_i64() {
+                started = Some(t);
+            }
+            if let Some(t) = action["commitInfo"]["timestamp"].as_i64() {
+                logged = Some(t);
+            }
+        }
+        if let (Some(s), Some(l)) = (started, logged) {
+            took.push(l - s);
+        }
+    }
+    let mean = took.iter().sum::<i64>() as f64 / took.len().max(1) as f64;
+    (took.len(), mean, took.iter().copied().max().unwrap_or(0))
+}
+
 fn run(label: &str, rows: u64, out: &str, checkpoint: Option<&str>, env: &[(&str, String)]) -> f64 {
+    let sink = match label.ends_with("delta") {
+        true => format!("'connector' = 'delta', 'path' = '{out}'"),
+        false => format!("'connector' = 'filesystem', 'path' = '{out}', 'format' = 'parquet'"),
+    };
     let dir = std::env::temp_dir().join(format!("weir-bench-sink-{}-{label}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join("job.sql");
     std::fs::write(
         &script,
         SQL.replace("${rows}", &rows.to_string())
-            .replace("${out}", out),
+            .replace("${sink}", &sink),
     )
     .unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
@@ -66,8 +110,15 @@ fn run(label: &str, rows: u64, out: &str, checkpoint: Option<&str>, env: &[(&str
     } else {
         dir_size(std::path::Path::new(out))
     };
+    let commits = match label.ends_with("delta") {
+        true => {
+            let (n, mean, max) = delta_commits(std::path::Path::new(out));
+            format!(" delta_commits={n} commit_ms_mean={mean:.0} commit_ms_max={max}")
+        }
+        false => String::new(),
+    };
     println!(
-        "file_sink {label} rows={rows} parallelism=2 checkpoint={} wall_s={secs:.2} rows_per_s={:.0} mb_per_s={} peak_rss_mb={rss}",
+        "file_sink {label} rows={rows} parallelism=2 checkpoint={} wall_s={secs:.2} rows_per_s={:.0} mb_per_s={} peak_rss_mb={rss}{commits}",
         checkpoint.unwrap_or("none"),
         rows as f64 / secs,
         if bytes > 0 {
@@ -89,15 +140,15 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000_000);
-    for checkpoint in [None, Some("1 s")] {
+    for (label, checkpoint) in [
+        ("local-parquet", None),
+        ("local-parquet", Some("1 s")),
+        ("local-parquet", Some("10 s")),
+        ("local-delta", Some("1 s")),
+        ("local-delta", Some("10 s")),
+    ] {
         let out = std::env::temp_dir().join(format!("weir-bench-out-{}", std::process::id()));
-        run(
-            "local-parquet",
-            rows,
-            out.to_str().unwrap(),
-            checkpoint,
-            &[],
-        );
+        run(label, rows, out.to_str().unwrap(), checkpoint, &[]);
         let _ = std::fs::remove_dir_all(&out);
     }
     // S3 against moto on loopback, if available.

@@ -141,6 +141,20 @@ impl S3Server {
         })
     }
 
+    /// Paths and contents of the objects under `prefix`, by path.
+    pub fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
+        let mut out = self.with_objects(bucket, prefix, async |store, _, objects| {
+            let mut out = Vec::new();
+            for o in objects {
+                let body = store.get(&o.location).await.unwrap().bytes().await.unwrap();
+                out.push((o.location.to_string(), body.to_vec()));
+            }
+            out
+        });
+        out.sort();
+        out
+    }
+
     /// Sorted rows (values joined by `,`) of the visible Parquet objects under `prefix`.
     pub fn committed_parquet_rows(&self, bucket: &str, prefix: &str) -> Vec<String> {
         let mut rows = self.with_objects(bucket, prefix, async |store, _, objects| {

@@ -6,6 +6,7 @@ mod batch;
 mod catalogs;
 mod common;
 mod crash;
+mod delta;
 mod errors;
 mod finishing;
 mod flink;

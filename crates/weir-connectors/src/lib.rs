@@ -8,6 +8,7 @@
 pub mod blackhole;
 pub mod collect;
 pub mod datagen;
+pub mod delta;
 pub mod filesystem;
 pub mod kafka;
 pub mod memory;
@@ -25,6 +26,7 @@ use weir_runtime::{OperatorFactory, SourceFactory};
 /// Every connector, with the options it accepts as a source and as a sink.
 pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
     ("datagen", datagen::OPTIONS, &[]),
+    ("delta", &[], delta::OPTIONS),
     (
         "filesystem",
         filesystem::SOURCE_OPTIONS,
@@ -135,12 +137,12 @@ pub async fn create_source(
 /// Checks that a table can be overwritten (`INSERT OVERWRITE`): the filesystem sink.
 pub fn check_overwrite(options: &ConnectorOptions) -> Result<()> {
     let (name, ..) = lookup(options)?;
-    if *name == "filesystem" {
+    if matches!(*name, "filesystem" | "delta") {
         return Ok(());
     }
     Err(Error::plan(format!(
         "INSERT OVERWRITE '{}': connector '{name}' cannot be overwritten (the filesystem \
-         connector can)",
+         and delta connectors can)",
         options.table
     )))
 }
@@ -164,6 +166,15 @@ pub fn check_changelog(options: &ConnectorOptions, updates: Option<&str>) -> Res
     if takes {
         return Ok(());
     }
+    if *name == "delta" {
+        return Err(Error::plan(format!(
+            "table '{}' (connector 'delta') can only take appended rows, but the query updates \
+             rows it has already written ({producer} produces -U/+U/-D changes); Weir does not \
+             merge updates into Delta tables: use a window aggregate, or write the changelog \
+             to a filesystem table with 'format' = 'debezium-json'",
+            options.table
+        )));
+    }
     let format = options
         .get("format")
         .map(|f| format!(" with format '{f}'"))
@@ -185,6 +196,7 @@ pub async fn create_sink(
     primary_key: &[String],
     metadata: &[(String, String)],
     updates: Option<&str>,
+    overwrite: bool,
 ) -> Result<Arc<dyn OperatorFactory>> {
     let (name, ..) = lookup(options)?;
     check_changelog(options, updates)?;
@@ -217,6 +229,11 @@ pub async fn create_sink(
             Ok(Arc::new(two_phase::TwoPhaseCommitSinkFactory(Arc::new(
                 sink,
             ))))
+        }
+        "delta" => {
+            let sink =
+                delta::DeltaSink::try_new(options, schema, partitioned_by, overwrite).await?;
+            Ok(Arc::new(two_phase::GlobalCommitSinkFactory(Arc::new(sink))))
         }
         "kafka" => Ok(Arc::new(kafka::sink::KafkaSinkFactory::try_new(
             options, schema, metadata, None,

@@ -13,7 +13,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
-use weir_runtime::{JobMetrics, Output, SourcePoll, TaskInfo};
+use weir_runtime::{JobMetrics, Output, SourcePoll, StreamItem, TaskInfo};
 use weir_sql::source_scan::{Restriction, TableReader};
 use weir_sql::{BatchScan, CalcStep, Planner, TableDef, computed_physical};
 
@@ -275,14 +275,18 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
         &table.primary_key,
         &table.sink_metadata_keys(),
         None,
+        query.overwrite,
     )
     .await?;
-    // What the table holds before anything is written, to replace on overwrite.
-    let before = match query.overwrite {
+    // A sink that commits in one place (a Delta table) overwrites in its commit;
+    // otherwise what the table holds before anything is written is replaced afterwards.
+    let committer = sink.global_committer();
+    let before = match query.overwrite && committer.is_none() {
         true => Some(weir_connectors::filesystem::overwrite::Snapshot::take(&table.options).await?),
         false => None,
     };
-    let mut op = sink.create(&task(&table.name))?;
+    let writer = task(&table.name);
+    let mut op = sink.create(&writer)?;
     op.open(None).await?;
     let mut out = Output::default();
     let mut rows = 0;
@@ -298,7 +302,26 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
     op.finish(&mut out).await?;
     op.prepare_snapshot_pre_barrier(last, &mut out).await?;
     op.snapshot_state(last)?;
-    op.notify_checkpoint_complete(last).await?;
+    match committer {
+        // The writer sent its committables; the committer commits them once.
+        Some(committer) => {
+            let mut c = committer.create(&TaskInfo {
+                vertex_uid: format!("{}-committer", writer.vertex_uid),
+                ..writer.clone()
+            })?;
+            c.open(None).await?;
+            let mut none = Output::default();
+            for item in out.take() {
+                if let StreamItem::Batch(b) = item {
+                    c.process_batch(0, b, &mut none).await?;
+                }
+            }
+            c.snapshot_state(last)?;
+            c.notify_checkpoint_complete(last).await?;
+            c.close().await?;
+        }
+        None => op.notify_checkpoint_complete(last).await?,
+    }
     op.close().await?;
     if let Some(before) = before {
         before

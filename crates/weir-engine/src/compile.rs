@@ -533,8 +533,10 @@ pub async fn compile_into(
                     &table.primary_key,
                     &table.sink_metadata_keys(),
                     plan.updates(i),
+                    false,
                 )
                 .await?;
+                let committer = sink.global_committer();
                 let v = graph.add_vertex(Vertex {
                     uid: uid(&format!("sink-{}", table.name)),
                     name: format!("{} [{}]", sink.name(), table.name),
@@ -544,7 +546,21 @@ pub async fn compile_into(
                 });
                 let p = edge(graph, from, parallelism);
                 graph.connect(from, v, p, 0);
-                v
+                match committer {
+                    None => v,
+                    Some(committer) => {
+                        // Every writer feeds the one committer (never chained with one).
+                        let c = graph.add_vertex(Vertex {
+                            uid: uid(&format!("sink-{}-committer", table.name)),
+                            name: format!("{} [{}]", committer.name(), table.name),
+                            parallelism: 1,
+                            source: None,
+                            operators: vec![committer],
+                        });
+                        graph.connect(v, c, Partitioning::Rebalance, 0);
+                        c
+                    }
+                }
             }
             // A reader of the rows (the shell) takes them in one place; otherwise they are
             // printed where they are.
@@ -577,6 +593,7 @@ pub async fn compile_into(
                     &[],
                     &[],
                     plan.updates(i),
+                    false,
                 )
                 .await?;
                 let v = graph.add_vertex(Vertex {

@@ -217,9 +217,16 @@ pub trait OperatorFactory: Send + Sync {
     /// Short name shown by EXPLAIN, e.g. `Calc(filter, project)`.
     fn name(&self) -> String;
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>>;
-    /// True for sinks: they take no part in output edges.
+    /// True for sinks: the rows they take are the job's output (counted as written). A
+    /// sink has no output edges, except to its [`OperatorFactory::global_committer`].
     fn is_sink(&self) -> bool {
         false
+    }
+    /// For sinks that commit in one place (Flink's global committer): the operator of a
+    /// vertex of parallelism 1, fed by every subtask of this sink, that takes what they
+    /// emit (their committables) and commits it when checkpoints complete.
+    fn global_committer(&self) -> Option<Arc<dyn OperatorFactory>> {
+        None
     }
     /// For sinks, before a job starts from scratch: committed output of an earlier run of
     /// the same job (same [`TaskInfo::job_fingerprint`]) that this sink

@@ -134,6 +134,13 @@ impl FileSink {
     }
 }
 
+impl FileSink {
+    /// The store, the sink's folder in it and, for a local path, the folder on disk.
+    pub fn storage(&self) -> (Arc<dyn ObjectStore>, Path, Option<std::path::PathBuf>) {
+        (self.store.clone(), self.root.clone(), self.local.clone())
+    }
+}
+
 /// The lineage field of this job's part names: what every run restored from the same
 /// checkpoints shares.
 fn lineage_tag(task: &TaskInfo) -> String {

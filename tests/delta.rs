@@ -1,0 +1,409 @@
+//! The `delta` connector, checked by an independent reader: delta-rs's Python package
+//! (`tests/delta/read.py`, `pip install deltalake pyarrow`) reads the tables Weir writes,
+//! locally and on the local S3 server, while jobs are SIGKILLed and restored.
+
+use crate::common::*;
+use crate::crash::kill_checkpointed_until_done;
+use std::path::Path;
+
+/// Whether delta-rs's Python package is there; `false` (loudly) outside CI.
+fn deltalake() -> bool {
+    let works = std::process::Command::new("python3")
+        .args(["-c", "import deltalake, pyarrow"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        assert!(
+            std::env::var("CI").is_err(),
+            "deltalake is required in CI (pip install deltalake pyarrow)"
+        );
+        eprintln!("\n*** SKIPPING DELTA TEST: pip install deltalake pyarrow ***\n");
+    }
+    works
+}
+
+/// Runs `read.py` on `table` with `args`: its output lines.
+fn read(table: &str, args: &[&str], env: &[(&str, &str)]) -> Vec<String> {
+    let out = reader(table, args, env).output().expect("run read.py");
+    assert!(
+        out.status.success(),
+        "read.py {table} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn reader(table: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/delta/read.py");
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(script).arg(table).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn summary(table: &str, env: &[(&str, &str)]) -> serde_json::Value {
+    let lines = read(table, &["summary"], env);
+    serde_json::from_str(&lines[0]).unwrap()
+}
+
+const JOB: &str = "
+CREATE TABLE src (id BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '${rate}',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '${rows}'
+);
+CREATE TABLE dst (id BIGINT, name STRING, day STRING) PARTITIONED BY (day) WITH (
+  'connector' = 'delta', 'path' = '${out}', 'sink.rolling-policy.file-size' = '16kb'
+);
+INSERT INTO dst SELECT id, CONCAT('n', CAST(id * 7 AS STRING)), CONCAT('d', CAST(id % 3 AS STRING))
+FROM src WHERE id % 10 <> 4;
+";
+
+fn script(dir: &Path, out: &str, rows: u64, rate: u64) -> String {
+    let text = render(
+        JOB,
+        &[
+            ("out", out),
+            ("rows", &rows.to_string()),
+            ("rate", &rate.to_string()),
+        ],
+    );
+    write_script(dir, "job.sql", &text)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The rows of [`JOB`] as `read.py` prints them.
+fn expected(rows: u64) -> Vec<String> {
+    let mut out: Vec<String> = (1..=rows)
+        .filter(|id| id % 10 != 4)
+        .map(|id| {
+            format!(
+                "{{\"day\": \"d{}\", \"id\": {id}, \"name\": \"n{}\"}}",
+                id % 3,
+                id * 7
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The application transactions (`txn` actions) of a local table's commits, in version
+/// order: `(app id, version)`.
+fn txns(table: &Path) -> Vec<(String, i64)> {
+    let commits = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let path = e.path();
+            let body = std::fs::read(&path).unwrap();
+            (path.to_string_lossy().to_string(), body)
+        })
+        .collect();
+    txns_of(commits)
+}
+
+/// [`txns`] of the log's objects, `(path, contents)`.
+fn txns_of(mut objects: Vec<(String, Vec<u8>)>) -> Vec<(String, i64)> {
+    objects.retain(|(path, _)| path.ends_with(".json"));
+    objects.sort();
+    let mut out = Vec::new();
+    for (_, body) in objects {
+        for line in String::from_utf8(body).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(txn) = action.get("txn") {
+                out.push((
+                    txn["appId"].as_str().unwrap().to_string(),
+                    txn["version"].as_i64().unwrap(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Checks that every application's transaction versions only grow: no checkpoint was
+/// committed twice.
+fn assert_no_recommit(txns: &[(String, i64)]) {
+    let mut last = std::collections::HashMap::new();
+    for (app, version) in txns {
+        if let Some(before) = last.insert(app.clone(), *version) {
+            assert!(
+                *version > before,
+                "checkpoint {version} of {app} committed after {before}: {txns:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bounded_job_writes_a_delta_table_delta_rs_reads() {
+    if !deltalake() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("table");
+    let rows = 5_000;
+    let s = script(tmp.path(), table.to_str().unwrap(), rows, 20_000);
+    let chk = tmp.path().join("chk");
+    run_ok(&[
+        &s,
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "100 ms",
+    ]);
+    let got = read(table.to_str().unwrap(), &["rows"], &[]);
+    assert_eq!(got, expected(rows));
+    let s = summary(table.to_str().unwrap(), &[]);
+    assert_eq!(s["partitions"], serde_json::json!(["day"]));
+    let operations = s["operations"].as_array().unwrap();
+    assert_eq!(operations[0], "CREATE TABLE");
+    assert!(
+        operations.len() > 2 && operations[1..].iter().all(|o| o == "WRITE"),
+        "one WRITE per checkpoint with data: {operations:?}"
+    );
+    // One transaction per checkpoint, for both subtasks' files.
+    let txns = txns(&table);
+    assert_eq!(txns.len(), operations.len() - 1);
+    assert_no_recommit(&txns);
+
+    // A second run of the script appends to the table (a job started from scratch).
+    run_ok(&[&s_path(tmp.path()), "-p", "1"]);
+    let got = read(table.to_str().unwrap(), &["rows"], &[]);
+    let mut twice: Vec<String> = expected(rows)
+        .into_iter()
+        .flat_map(|r| [r.clone(), r])
+        .collect();
+    twice.sort();
+    assert_eq!(got, twice);
+}
+
+fn s_path(dir: &Path) -> String {
+    dir.join("job.sql").to_str().unwrap().to_string()
+}
+
+#[test]
+fn delta_sink_is_exactly_once_under_sigkill_with_readers_watching() {
+    if !deltalake() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("table");
+    let rows = 30_000;
+    let s = script(tmp.path(), table.to_str().unwrap(), rows, 2_500);
+    let chk = tmp.path().join("chk");
+    // An independent reader reads every snapshot it can while the job is killed again and
+    // again: each must be whole, with no row twice and none of an earlier one missing.
+    let stop = tmp.path().join("stop");
+    let watcher = reader(
+        table.to_str().unwrap(),
+        &["watch", "120", stop.to_str().unwrap()],
+        &[],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let kills = kill_checkpointed_until_done(&s, chk.to_str().unwrap(), "150 ms", &[], 20, 11);
+    std::fs::write(&stop, "").unwrap();
+    let watched = watcher.wait_with_output().unwrap();
+    assert!(
+        watched.status.success(),
+        "a reader saw an uncommitted or inconsistent snapshot: {}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    let got = read(table.to_str().unwrap(), &["rows"], &[]);
+    eprintln!(
+        "crash test (Delta, local): {kills} SIGKILLs, {} rows checked, reader: {}",
+        got.len(),
+        String::from_utf8_lossy(&watched.stdout).trim()
+    );
+    assert!(kills >= 20, "only {kills} kills");
+    crate::crash::assert_same_rows(got, &expected(rows), "Delta table after SIGKILLs");
+    assert_no_recommit(&txns(&table));
+}
+
+#[test]
+fn delta_sink_on_s3_is_exactly_once_under_sigkill() {
+    let Some(s3) = crate::s3::server() else {
+        return;
+    };
+    if !deltalake() {
+        return;
+    }
+    s3.create_bucket("delta");
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = 20_000;
+    let s = script(tmp.path(), "s3://delta/table", rows, 2_500);
+    let env = s3.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let kills = kill_checkpointed_until_done(&s, "s3://delta/chk", "200 ms", &env, 20, 5);
+    let got = read("s3://delta/table", &["rows"], &env);
+    eprintln!(
+        "crash test (Delta, S3): {kills} SIGKILLs, {} rows checked",
+        got.len()
+    );
+    assert!(kills >= 20, "only {kills} kills");
+    crate::crash::assert_same_rows(got, &expected(rows), "Delta table on S3 after SIGKILLs");
+    assert_no_recommit(&txns_of(s3.objects("delta", "table/_delta_log")));
+    assert_eq!(
+        s3.uploads_in_progress("delta"),
+        0,
+        "uploads left in progress"
+    );
+}
+
+/// Batch mode commits once per statement; `INSERT OVERWRITE` replaces the partitions it
+/// writes (the whole table when it is not partitioned) in one Delta transaction.
+#[test]
+fn batch_inserts_and_overwrites_are_one_delta_commit_each() {
+    if !deltalake() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (parted, flat) = (tmp.path().join("parted"), tmp.path().join("flat"));
+    let ddl = format!(
+        "SET 'execution.runtime-mode' = 'batch';\n\
+         CREATE TABLE p (id INT, dt STRING) PARTITIONED BY (dt) \
+         WITH ('connector' = 'delta', 'path' = '{}');\n\
+         CREATE TABLE f (id INT, dt STRING) WITH ('connector' = 'delta', 'path' = '{}');\n",
+        parted.display(),
+        flat.display()
+    );
+    let go = |name: &str, sql: &str| {
+        let script = write_script(tmp.path(), name, &format!("{ddl}{sql}"));
+        run_ok(&[script.to_str().unwrap()]);
+    };
+    go(
+        "first.sql",
+        "INSERT INTO p VALUES (1, 'a'), (2, 'a'), (3, 'b');\n\
+         INSERT INTO f VALUES (1, 'a'), (2, 'a'), (3, 'b');",
+    );
+    go(
+        "second.sql",
+        "INSERT OVERWRITE p VALUES (10, 'a');\nINSERT OVERWRITE f VALUES (10, 'a');",
+    );
+    let rows = |t: &Path| read(t.to_str().unwrap(), &["rows"], &[]);
+    assert_eq!(
+        rows(&parted),
+        [r#"{"dt": "a", "id": 10}"#, r#"{"dt": "b", "id": 3}"#]
+    );
+    assert_eq!(rows(&flat), [r#"{"dt": "a", "id": 10}"#]);
+    for t in [&parted, &flat] {
+        let s = summary(t.to_str().unwrap(), &[]);
+        assert_eq!(
+            s["operations"],
+            serde_json::json!(["CREATE TABLE", "WRITE", "WRITE"]),
+            "{}",
+            t.display()
+        );
+    }
+}
+
+/// A table that exists with other columns, and a query whose rows update earlier ones,
+/// are refused before anything is written.
+#[test]
+fn mismatched_tables_and_updating_queries_are_refused() {
+    if !deltalake() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("t");
+    let create = |cols: &str, extra: &str| {
+        format!(
+            "SET 'execution.runtime-mode' = 'batch';\n\
+             CREATE TABLE t ({cols}) WITH ('connector' = 'delta', 'path' = '{}');\n{extra}",
+            table.display()
+        )
+    };
+    let first = write_script(
+        tmp.path(),
+        "first.sql",
+        &create("id INT, name STRING", "INSERT INTO t VALUES (1, 'x');"),
+    );
+    run_ok(&[first.to_str().unwrap()]);
+    let other = write_script(
+        tmp.path(),
+        "other.sql",
+        &create("id BIGINT, label STRING", "INSERT INTO t VALUES (2, 'y');"),
+    );
+    let out = run(&[other.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("does not match its declaration")
+            && err.contains("column 'id' is integer in the table, long in the DDL")
+            && err.contains("column 'label' is missing")
+            && err.contains("the table has column 'name', which the DDL lacks"),
+        "{err}"
+    );
+    let updating = write_script(
+        tmp.path(),
+        "updating.sql",
+        &format!(
+            "CREATE TABLE src (id INT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\
+             CREATE TABLE t (id INT, name STRING) WITH ('connector' = 'delta', 'path' = '{}');\n\
+             INSERT INTO t SELECT id, CAST(COUNT(*) AS STRING) FROM src GROUP BY id;",
+            table.display()
+        ),
+    );
+    let out = run(&[updating.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("Weir does not merge updates into Delta tables"),
+        "{err}"
+    );
+    assert_eq!(
+        read(table.to_str().unwrap(), &["rows"], &[]),
+        [r#"{"id": 1, "name": "x"}"#]
+    );
+}
+
+/// The job stops at each point of a Delta commit — files published but not yet in the log,
+/// the log written but not yet acknowledged — and is restored: every row once, no
+/// checkpoint committed twice.
+#[test]
+fn delta_sink_is_exactly_once_at_every_failpoint() {
+    if !deltalake() {
+        return;
+    }
+    let rows = 3_000;
+    for point in [
+        "commit-after-publish=2",
+        "delta-before-commit=2",
+        "delta-after-commit=2",
+        "after-metadata=3",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let table = tmp.path().join("table");
+        let s = script(tmp.path(), table.to_str().unwrap(), rows, 6_000);
+        let chk = tmp.path().join("chk");
+        let args = [
+            &s[..],
+            "-p",
+            "2",
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+            "--checkpoint-interval",
+            "100 ms",
+            "--restore",
+            "latest",
+        ];
+        crate::crash::crash_at(&args, point);
+        run_ok(&args);
+        let got = read(table.to_str().unwrap(), &["rows"], &[]);
+        crate::crash::assert_same_rows(got, &expected(rows), point);
+        assert_no_recommit(&txns(&table));
+    }
+}

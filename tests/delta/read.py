@@ -1,0 +1,102 @@
+"""Reads a Delta table with delta-rs's Python package (`pip install deltalake pyarrow`),
+independently of Weir, for the Delta tests (tests/delta.rs).
+
+    read.py TABLE rows            every row of the latest snapshot, one JSON object a line, sorted
+    read.py TABLE summary         {"version", "files", "partitions", "operations", "txns"}
+    read.py TABLE watch SECONDS STOP
+                                  reads the latest snapshot again and again for at most
+                                  SECONDS, until the file STOP exists;
+                                  prints {"reads", "versions", "max_rows"} and fails if a
+                                  snapshot holds a row twice, misses a row an earlier
+                                  snapshot held, or cannot be read whole
+
+S3 settings come from AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+AWS_REGION (a local server without TLS).
+"""
+
+import json
+import os
+import sys
+import time
+
+from deltalake import DeltaTable
+
+
+def storage_options():
+    if "AWS_ENDPOINT" not in os.environ:
+        return None
+    return {
+        "AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT"],
+        "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", ""),
+        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1"),
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def table(uri):
+    return DeltaTable(uri, storage_options=storage_options())
+
+
+def rows(dt):
+    out = []
+    for row in dt.to_pyarrow_table().to_pylist():
+        out.append(json.dumps(row, sort_keys=True, default=str))
+    out.sort()
+    return out
+
+
+def summary(dt):
+    log = dt.history()
+    txns = []
+    for entry in sorted(log, key=lambda e: e["version"]):
+        txns.append(entry.get("operation"))
+    files = dt.file_uris()
+    return {
+        "version": dt.version(),
+        "files": len(files),
+        "partitions": dt.metadata().partition_columns,
+        "operations": txns,
+    }
+
+
+def watch(uri, seconds, stop):
+    seen = set()
+    reads = 0
+    versions = set()
+    deadline = time.time() + seconds
+    while time.time() < deadline and not os.path.exists(stop):
+        try:
+            dt = table(uri)
+        except Exception:  # the table does not exist yet
+            time.sleep(0.05)
+            continue
+        got = rows(dt)
+        reads += 1
+        versions.add(dt.version())
+        now = set(got)
+        if len(now) != len(got):
+            sys.exit(f"version {dt.version()}: a row is there twice")
+        lost = seen - now
+        if lost:
+            sys.exit(f"version {dt.version()}: {len(lost)} rows of an earlier snapshot are gone")
+        seen = now
+        time.sleep(0.02)
+    print(json.dumps({"reads": reads, "versions": len(versions), "max_rows": len(seen)}))
+
+
+def main():
+    uri, mode = sys.argv[1], sys.argv[2]
+    if mode == "rows":
+        for line in rows(table(uri)):
+            print(line)
+    elif mode == "summary":
+        print(json.dumps(summary(table(uri))))
+    elif mode == "watch":
+        watch(uri, float(sys.argv[3]), sys.argv[4])
+    else:
+        sys.exit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()

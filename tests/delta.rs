@@ -177,15 +177,29 @@ fn a_bounded_job_writes_a_delta_table_delta_rs_reads() {
     assert_eq!(txns.len(), operations.len() - 1);
     assert_no_recommit(&txns);
 
-    // A second run of the script appends to the table (a job started from scratch).
-    run_ok(&[&s_path(tmp.path()), "-p", "1"]);
+    // A second run of the script, started from scratch on the same checkpoint folder (so
+    // with the same lineage, and checkpoint ids from 1 again), appends to the table.
+    run_ok(&[
+        &s_path(tmp.path()),
+        "-p",
+        "1",
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "100 ms",
+    ]);
     let got = read(table.to_str().unwrap(), &["rows"], &[]);
     let mut twice: Vec<String> = expected(rows)
         .into_iter()
         .flat_map(|r| [r.clone(), r])
         .collect();
     twice.sort();
-    assert_eq!(got, twice);
+    assert!(
+        got == twice,
+        "after a second run from scratch: {} rows, expected each of {} twice",
+        got.len(),
+        rows
+    );
 }
 
 fn s_path(dir: &Path) -> String {

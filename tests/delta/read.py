@@ -2,7 +2,8 @@
 independently of Weir, for the Delta tests (tests/delta.rs).
 
     read.py TABLE rows            every row of the latest snapshot, one JSON object a line, sorted
-    read.py TABLE summary         {"version", "files", "partitions", "operations", "txns"}
+    read.py TABLE summary         {"version", "files", "records_in_stats", "partitions",
+                                  "operations"}
     read.py TABLE watch SECONDS STOP
                                   reads the latest snapshot again and again for at most
                                   SECONDS, until the file STOP exists;
@@ -19,6 +20,7 @@ import os
 import sys
 import time
 
+import pyarrow as pa
 from deltalake import DeltaTable
 
 
@@ -52,9 +54,12 @@ def summary(dt):
     for entry in sorted(log, key=lambda e: e["version"]):
         txns.append(entry.get("operation"))
     files = dt.file_uris()
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else []
     return {
         "version": dt.version(),
         "files": len(files),
+        "records_in_stats": sum(c or 0 for c in counts),
         "partitions": dt.metadata().partition_columns,
         "operations": txns,
     }

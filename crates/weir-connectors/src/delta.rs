@@ -270,6 +270,11 @@ impl TableRef {
             size: c.get("size").and_then(|v| v.as_i64()).unwrap_or(0),
             modification_time: now_ms,
             data_change: true,
+            // Statistics hold the row count only (no min/max values yet).
+            stats: c
+                .get("rows")
+                .and_then(|v| v.as_u64())
+                .map(|rows| serde_json::json!({ "numRecords": rows }).to_string()),
             ..Default::default()
         })
     }

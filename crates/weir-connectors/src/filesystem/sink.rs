@@ -327,7 +327,7 @@ impl FileWriter {
         self.counter += 1;
         let dir = partition_dir(&self.root, partition);
         let target = dir.clone().join(name.as_str());
-        let size = bytes.len();
+        let (size, rows) = (bytes.len(), part.rows);
         let committable = match &self.multipart {
             None => {
                 let pending = dir.clone().join(format!(".{name}.pending"));
@@ -337,6 +337,7 @@ impl FileWriter {
                     "pending": pending.to_string(),
                     "final": target.to_string(),
                     "size": size,
+                    "rows": rows,
                 })
             }
             Some(mp) => {
@@ -369,6 +370,7 @@ impl FileWriter {
                     "upload_id": upload_id,
                     "parts": parts,
                     "size": size,
+                    "rows": rows,
                     "marker": marker.to_string(),
                 })
             }

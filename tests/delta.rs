@@ -58,19 +58,25 @@ CREATE TABLE src (id BIGINT) WITH (
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '${rows}'
 );
 CREATE TABLE dst (id BIGINT, name STRING, day STRING) PARTITIONED BY (day) WITH (
-  'connector' = 'delta', 'path' = '${out}', 'sink.rolling-policy.file-size' = '16kb'
+  'connector' = 'delta', 'path' = '${out}', 'sink.rolling-policy.file-size' = '16kb'${extra}
 );
 INSERT INTO dst SELECT id, CONCAT('n', CAST(id * 7 AS STRING)), CONCAT('d', CAST(id % 3 AS STRING))
 FROM src WHERE id % 10 <> 4;
 ";
 
 fn script(dir: &Path, out: &str, rows: u64, rate: u64) -> String {
+    script_with(dir, out, rows, rate, "")
+}
+
+/// [`script`] with more options for the Delta table (`, 'k' = 'v'`).
+fn script_with(dir: &Path, out: &str, rows: u64, rate: u64, extra: &str) -> String {
     let text = render(
         JOB,
         &[
             ("out", out),
             ("rows", &rows.to_string()),
             ("rate", &rate.to_string()),
+            ("extra", extra),
         ],
     );
     write_script(dir, "job.sql", &text)
@@ -216,7 +222,15 @@ fn delta_sink_is_exactly_once_under_sigkill_with_readers_watching() {
     let tmp = tempfile::tempdir().unwrap();
     let table = tmp.path().join("table");
     let rows = 30_000;
-    let s = script(tmp.path(), table.to_str().unwrap(), rows, 2_500);
+    // With auto-compaction: each commit's small files are rewritten in a second
+    // transaction, which a kill may interrupt too.
+    let s = script_with(
+        tmp.path(),
+        table.to_str().unwrap(),
+        rows,
+        2_500,
+        ", 'auto-compaction' = 'true', 'compaction.file-size' = '64kb'",
+    );
     let chk = tmp.path().join("chk");
     // An independent reader reads every snapshot it can while the job is killed again and
     // again: each must be whole, with no row twice and none of an earlier one missing.
@@ -247,6 +261,18 @@ fn delta_sink_is_exactly_once_under_sigkill_with_readers_watching() {
     assert!(kills >= 20, "only {kills} kills");
     crate::crash::assert_same_rows(got, &expected(rows), "Delta table after SIGKILLs");
     assert_no_recommit(&txns(&table));
+    let s = summary(table.to_str().unwrap(), &[]);
+    let operations = s["operations"].as_array().unwrap();
+    let optimized = operations.iter().filter(|o| *o == "OPTIMIZE").count();
+    assert!(
+        optimized > operations.len() / 4,
+        "auto-compaction ran {optimized} times in {} versions",
+        operations.len()
+    );
+    assert_eq!(
+        s["records_in_stats"],
+        serde_json::json!(expected(rows).len())
+    );
 }
 
 #[test]

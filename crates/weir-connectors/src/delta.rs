@@ -25,8 +25,8 @@ use deltalake_core::logstore::{LogStoreRef, StorageConfig};
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaTable, DeltaTableError};
-use object_store::ObjectStore;
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
@@ -39,6 +39,8 @@ pub const OPTIONS: &[&str] = &[
     "sink.rolling-policy.file-size",
     "sink.rolling-policy.rollover-interval",
     "sink.rolling-policy.check-interval",
+    "auto-compaction",
+    "compaction.file-size",
     "s3.access-key",
     "s3.secret-key",
     "s3.endpoint",
@@ -67,6 +69,10 @@ struct TableRef {
     /// `INSERT OVERWRITE` (batch): the commit replaces the table's files (of the
     /// partitions written, for a partitioned table).
     overwrite: bool,
+    /// `auto-compaction`: the target size of files compacted after each commit.
+    compaction: Option<u64>,
+    /// The store (`root` is the table's folder in it).
+    store: Arc<dyn ObjectStore>,
 }
 
 impl DeltaSink {
@@ -80,11 +86,25 @@ impl DeltaSink {
     ) -> Result<Self> {
         options.check_known("delta", OPTIONS)?;
         let location = options.required("path")?.to_string();
+        let compaction = match options.get_bool("auto-compaction")?.unwrap_or(false) {
+            false => None,
+            true => Some(match options.get_memory_size("compaction.file-size")? {
+                Some(size) => size,
+                None => options
+                    .get_memory_size("sink.rolling-policy.file-size")?
+                    .unwrap_or(128 << 20),
+            }),
+        };
         // The parts are the filesystem sink's Parquet parts, in the table's folder.
         let mut file_options: BTreeMap<String, String> = options
             .values
             .iter()
-            .filter(|(k, _)| k.as_str() != "connector")
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "connector" | "auto-compaction" | "compaction.file-size"
+                )
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         file_options.insert("connector".into(), "filesystem".into());
@@ -105,7 +125,7 @@ impl DeltaSink {
         ));
         let log_store = deltalake_core::logstore::default_logstore(
             prefixed,
-            store,
+            store.clone(),
             &url,
             &StorageConfig::default(),
         );
@@ -124,6 +144,8 @@ impl DeltaSink {
             partitioned_by: partitioned_by.to_vec(),
             partition_types,
             overwrite,
+            compaction,
+            store,
         };
         table.open_or_create(&schema).await?;
         Ok(Self {
@@ -167,7 +189,17 @@ impl TableRef {
             ))
         })?;
         let mut table = DeltaTable::new(self.log_store.clone());
-        match table.load().await {
+        // A folder without a log is no table yet (asked first: the kernel logs an error
+        // when it finds no log).
+        let log = self
+            .store
+            .list_with_delimiter(Some(&self.root.clone().join("_delta_log")))
+            .await?;
+        let found = match log.objects.is_empty() {
+            true => Err(DeltaTableError::NotATable(self.location.clone())),
+            false => table.load().await,
+        };
+        match found {
             Ok(()) => {}
             Err(DeltaTableError::NotATable(_)) => {
                 let created = CreateBuilder::new()
@@ -374,10 +406,13 @@ impl GlobalCommitter for DeltaCommitter {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         let mut actions = Vec::new();
+        let mut published = Vec::new();
         for (_, committables) in &todo {
             for c in committables {
                 self.files.commit(c).await?;
-                actions.push(Action::Add(self.table.add_action(c, now_ms)?));
+                let add = self.table.add_action(c, now_ms)?;
+                published.push((published_path(c)?, add.clone()));
+                actions.push(Action::Add(add));
             }
         }
         if self.table.overwrite {
@@ -409,6 +444,13 @@ impl GlobalCommitter for DeltaCommitter {
             "committed to the Delta table"
         );
         weir_common::failpoint("delta-after-commit")?;
+        if let Some(target) = self.table.compaction {
+            // Best effort: the data is committed either way.
+            let snapshot = committed.snapshot();
+            if let Err(e) = self.compact(&snapshot, published, target, now_ms).await {
+                tracing::warn!(table = %self.table.name, error = %e, "auto-compaction skipped");
+            }
+        }
         Ok(())
     }
 
@@ -417,7 +459,137 @@ impl GlobalCommitter for DeltaCommitter {
     }
 }
 
+/// The object a committable published.
+fn published_path(c: &Committable) -> Result<Path> {
+    let target = c
+        .get("final")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| Error::Checkpoint(format!("Delta committable without a file: {c}")))?;
+    Path::parse(target).map_err(|e| Error::Checkpoint(e.to_string()))
+}
+
 impl DeltaCommitter {
+    /// `auto-compaction`: the files a commit just added that are smaller than `target`
+    /// are rewritten, per partition, into files of about `target` bytes, in a second
+    /// transaction (`OPTIMIZE`, no data change) that removes them and adds the new ones.
+    /// Readers see the small files or the compacted ones, never both; a crash before
+    /// that transaction leaves an unreferenced file nobody reads.
+    async fn compact(
+        &self,
+        snapshot: &deltalake_core::table::state::DeltaTableState,
+        published: Vec<(Path, Add)>,
+        target: u64,
+        now_ms: i64,
+    ) -> Result<()> {
+        // Bins of small files, per partition, in commit order.
+        let mut partitions: BTreeMap<Vec<(String, Option<String>)>, Vec<Vec<(Path, Add)>>> =
+            BTreeMap::new();
+        for (path, add) in published {
+            if add.size as u64 >= target {
+                continue;
+            }
+            let mut key: Vec<_> = add.partition_values.clone().into_iter().collect();
+            key.sort();
+            let bins = partitions.entry(key).or_default();
+            let full = bins
+                .last()
+                .is_none_or(|b| b.iter().map(|(_, a)| a.size as u64).sum::<u64>() >= target);
+            if full {
+                bins.push(Vec::new());
+            }
+            bins.last_mut().expect("a bin").push((path, add));
+        }
+        let mut actions = Vec::new();
+        for bin in partitions.into_values().flatten().filter(|b| b.len() > 1) {
+            let (path, add) = self.rewrite(&bin, now_ms).await?;
+            tracing::debug!(files = bin.len(), into = %path, "compacting");
+            actions.push(Action::Add(add));
+            for (_, small) in bin {
+                actions.push(Action::Remove(Remove {
+                    path: small.path,
+                    data_change: false,
+                    deletion_timestamp: Some(now_ms),
+                    extended_file_metadata: Some(true),
+                    partition_values: Some(small.partition_values),
+                    size: Some(small.size),
+                    ..Default::default()
+                }));
+            }
+        }
+        if actions.is_empty() {
+            return Ok(());
+        }
+        weir_common::failpoint("delta-before-compaction-commit")?;
+        CommitBuilder::default()
+            .with_actions(actions)
+            .build(
+                Some(snapshot),
+                self.table.log_store.clone(),
+                DeltaOperation::Optimize {
+                    predicate: None,
+                    target_size: target as i64,
+                },
+            )
+            .await
+            .map_err(|e| self.table.error(e))?;
+        Ok(())
+    }
+
+    /// Writes the rows of `files` (of one partition) into one new file beside them.
+    async fn rewrite(&self, files: &[(Path, Add)], now_ms: i64) -> Result<(Path, Add)> {
+        let store = &self.table.store;
+        let mut encoder = None;
+        let mut rows = 0u64;
+        for (path, _) in files {
+            let bytes = store.get(path).await?.bytes().await?;
+            let reader =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .and_then(|b| b.build())
+                    .map_err(|e| Error::external(format!("cannot read '{path}': {e}")))?;
+            for batch in reader {
+                let batch = batch?;
+                if encoder.is_none() {
+                    encoder = Some(crate::filesystem::format::PartEncoder::new(
+                        &crate::filesystem::Format::Parquet,
+                        &batch.schema(),
+                    )?);
+                }
+                rows += batch.num_rows() as u64;
+                encoder.as_mut().expect("an encoder").write(&batch)?;
+            }
+        }
+        let encoder = encoder.ok_or_else(|| Error::internal("no rows in the files to compact"))?;
+        let bytes = bytes::Bytes::from(encoder.finish()?);
+        let first = &files[0].0;
+        let name = format!("compacted-{}.parquet", uuid::Uuid::new_v4().simple());
+        let parts: Vec<_> = first.parts().collect();
+        let target: Path = parts[..parts.len() - 1]
+            .iter()
+            .cloned()
+            .chain(std::iter::once(object_store::path::PathPart::from(
+                name.as_str(),
+            )))
+            .collect();
+        let size = bytes.len() as i64;
+        store.put(&target, bytes.into()).await?;
+        let relative = files[0].1.path.rsplit_once('/').map(|(dir, _)| dir);
+        Ok((
+            target,
+            Add {
+                path: match relative {
+                    Some(dir) => format!("{dir}/{name}"),
+                    None => name,
+                },
+                partition_values: files[0].1.partition_values.clone(),
+                size,
+                modification_time: now_ms,
+                data_change: false,
+                stats: Some(serde_json::json!({ "numRecords": rows }).to_string()),
+                ..Default::default()
+            },
+        ))
+    }
+
     /// For `INSERT OVERWRITE`: `remove` actions for the table's files that the new ones
     /// replace (all of them, or those of the partitions written).
     fn replaced(

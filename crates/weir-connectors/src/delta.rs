@@ -459,6 +459,9 @@ impl GlobalCommitter for DeltaCommitter {
     }
 }
 
+/// A partition's values, sorted by column.
+type PartitionKey = Vec<(String, Option<String>)>;
+
 /// The object a committable published.
 fn published_path(c: &Committable) -> Result<Path> {
     let target = c
@@ -482,8 +485,7 @@ impl DeltaCommitter {
         now_ms: i64,
     ) -> Result<()> {
         // Bins of small files, per partition, in commit order.
-        let mut partitions: BTreeMap<Vec<(String, Option<String>)>, Vec<Vec<(Path, Add)>>> =
-            BTreeMap::new();
+        let mut partitions: BTreeMap<PartitionKey, Vec<Vec<(Path, Add)>>> = BTreeMap::new();
         for (path, add) in published {
             if add.size as u64 >= target {
                 continue;

@@ -29,7 +29,7 @@ fn unknown_connector_lists_the_valid_ones() {
         "CREATE TABLE t (a INT) WITH ('connector' = 'kafka2');",
         &[
             "unknown connector 'kafka2'",
-            "datagen, filesystem, kafka, upsert-kafka, memory, nexmark, print, blackhole",
+            "datagen, delta, filesystem, kafka, upsert-kafka, memory, nexmark, print, blackhole",
         ],
     );
 }

@@ -286,16 +286,10 @@ impl TableRef {
             };
             partition_values.insert(column.to_string(), self.partition_value(column, value));
         }
-        // The path relative to the table's root, unescaped (the action escapes it).
-        let path = parts
-            .iter()
-            .map(|p| {
-                percent_encoding::percent_decode_str(p)
-                    .decode_utf8_lossy()
-                    .to_string()
-            })
-            .collect::<Vec<_>>()
-            .join("/");
+        // The object's path relative to the table's root, as it is named in the store
+        // (characters a folder name cannot hold, `/` among them, are escaped there as
+        // Hive escapes them); the action escapes it once more as a URI.
+        let path = parts.join("/");
         Ok(Add {
             path,
             partition_values,
@@ -522,7 +516,8 @@ impl DeltaCommitter {
             return Ok(());
         }
         weir_common::failpoint("delta-before-compaction-commit")?;
-        CommitBuilder::default()
+        // With the post-commit hook, as every commit: a Delta checkpoint every 100 versions.
+        CommitBuilder::from(CommitProperties::default())
             .with_actions(actions)
             .build(
                 Some(snapshot),

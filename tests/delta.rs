@@ -483,3 +483,130 @@ fn partition_values_with_special_characters_read_back() {
         ]
     );
 }
+
+/// The source reads the latest snapshot of a table delta-rs wrote (appends and a delete
+/// that rewrote files), partition values from the log: in batch mode, and streaming at
+/// parallelism 2 while the job is SIGKILLed and restored (each file a split, resumed
+/// mid-file), into an exactly-once file sink.
+#[test]
+fn delta_source_reads_what_delta_rs_wrote_exactly_once_under_sigkill() {
+    if !deltalake() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("written");
+    let rows = 6_000;
+    read(
+        table.to_str().unwrap(),
+        &["write", &rows.to_string(), "20"],
+        &[],
+    );
+    // Every id but the multiples of 5 up to 300, as the JSON lines the file sink writes.
+    let mut expected: Vec<String> = (1..=rows)
+        .filter(|id| id % 5 != 0 || *id > 300)
+        .map(|id| format!(r#"{{"id":{id},"name":"n{}","day":"d{}"}}"#, id * 7, id % 3))
+        .collect();
+    expected.sort();
+    let job = |mode: &str, out: &Path| {
+        format!(
+            "SET 'execution.runtime-mode' = '{mode}';\n\
+             CREATE TABLE t (id BIGINT, name STRING, day STRING) \
+             WITH ('connector' = 'delta', 'path' = '{}');\n\
+             CREATE TABLE o (id BIGINT, name STRING, day STRING) \
+             WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'json');\n\
+             INSERT INTO o SELECT * FROM t;",
+            table.display(),
+            out.display()
+        )
+    };
+    let batch_out = tmp.path().join("batch");
+    let script = write_script(tmp.path(), "batch.sql", &job("batch", &batch_out));
+    run_ok(&[script.to_str().unwrap()]);
+    crate::crash::assert_same_rows(committed_lines(&batch_out), &expected, "batch read");
+
+    let out = tmp.path().join("streaming");
+    let script = write_script(tmp.path(), "streaming.sql", &job("streaming", &out));
+    let chk = tmp.path().join("chk");
+    let kills = kill_checkpointed_until_done(
+        script.to_str().unwrap(),
+        chk.to_str().unwrap(),
+        "100 ms",
+        &[("WEIR_FAILPOINTS", "before-file-read=sleep:80")],
+        10,
+        3,
+    );
+    assert!(kills >= 10, "only {kills} kills");
+    crate::crash::assert_same_rows(committed_lines(&out), &expected, "streaming read");
+}
+
+/// A table Weir wrote reads back with its types, NULL partition values included; a
+/// table that is not there, or has other columns, is refused with its path.
+#[test]
+fn delta_tables_read_back_with_their_types_and_bad_tables_are_named() {
+    if !deltalake() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("typed");
+    let out = tmp.path().join("out");
+    let columns = "id INT, ts TIMESTAMP(3), price DECIMAL(10, 2), ok BOOLEAN, day DATE";
+    let script = write_script(
+        tmp.path(),
+        "roundtrip.sql",
+        &format!(
+            "SET 'execution.runtime-mode' = 'batch';\n\
+             CREATE TABLE t ({columns}) PARTITIONED BY (day) \
+             WITH ('connector' = 'delta', 'path' = '{table}');\n\
+             CREATE TABLE o ({columns}) \
+             WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'csv');\n\
+             INSERT INTO t VALUES (1, TIMESTAMP '2024-01-02 03:04:05.678', 12.34, TRUE, DATE '2024-01-02'),\n\
+               (2, NULL, NULL, NULL, NULL);\n\
+             INSERT INTO o SELECT * FROM t;",
+            table = table.display(),
+            out = out.display()
+        ),
+    );
+    run_ok(&[script.to_str().unwrap()]);
+    assert_eq!(
+        committed_lines(&out),
+        [
+            "1,\"2024-01-02 03:04:05.678\",12.34,true,2024-01-02",
+            "2,,,,"
+        ]
+    );
+    for (name, ddl, needle) in [
+        (
+            "missing.sql",
+            format!(
+                "id INT) WITH ('connector' = 'delta', 'path' = '{}'",
+                tmp.path().display()
+            ),
+            "holds no Delta table (no '_delta_log')",
+        ),
+        (
+            "other.sql",
+            format!(
+                "id BIGINT, extra STRING) WITH ('connector' = 'delta', 'path' = '{}'",
+                table.display()
+            ),
+            "column 'id' is integer in the table, long in the DDL; column 'extra' is missing",
+        ),
+    ] {
+        let script = write_script(
+            tmp.path(),
+            name,
+            &format!(
+                "SET 'execution.runtime-mode' = 'batch';\n\
+                 CREATE TABLE s ({ddl});\n\
+                 CREATE TABLE p (id INT) WITH ('connector' = 'print');\n\
+                 INSERT INTO p SELECT id FROM s;"
+            ),
+        );
+        let result = run(&[script.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&result.stderr);
+        assert!(
+            !result.status.success() && err.contains(needle),
+            "{name}: {err}"
+        );
+    }
+}

@@ -11,6 +11,10 @@ independently of Weir, for the Delta tests (tests/delta.rs).
                                   snapshot holds a row twice, misses a row an earlier
                                   snapshot held, or cannot be read whole
 
+    read.py TABLE write ROWS N    writes a table with delta-rs (id BIGINT, name STRING, day
+                                  STRING, partitioned by day) in N appends, then deletes the
+                                  rows whose id is a multiple of 5 up to 300
+
 S3 settings come from AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
 AWS_REGION (a local server without TLS).
 """
@@ -90,6 +94,24 @@ def watch(uri, seconds, stop):
     print(json.dumps({"reads": reads, "versions": len(versions), "max_rows": len(seen)}))
 
 
+def write(uri, rows, appends):
+    from deltalake import write_deltalake
+
+    ids = list(range(1, rows + 1))
+    size = -(-len(ids) // appends)
+    for start in range(0, len(ids), size):
+        chunk = ids[start : start + size]
+        data = pa.table(
+            {
+                "id": pa.array(chunk, pa.int64()),
+                "name": pa.array([f"n{i * 7}" for i in chunk], pa.string()),
+                "day": pa.array([f"d{i % 3}" for i in chunk], pa.string()),
+            }
+        )
+        write_deltalake(uri, data, mode="append", partition_by=["day"])
+    table(uri).delete("id % 5 = 0 AND id <= 300")
+
+
 def main():
     uri, mode = sys.argv[1], sys.argv[2]
     if mode == "rows":
@@ -97,6 +119,8 @@ def main():
             print(line)
     elif mode == "summary":
         print(json.dumps(summary(table(uri))))
+    elif mode == "write":
+        write(uri, int(sys.argv[3]), int(sys.argv[4]))
     elif mode == "watch":
         watch(uri, float(sys.argv[3]), sys.argv[4])
     else:

@@ -32,7 +32,18 @@ use std::sync::Arc;
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
 use weir_runtime::TaskInfo;
 
-/// The options of a Delta table.
+/// The options of a Delta table read as a source.
+pub const SOURCE_OPTIONS: &[&str] = &[
+    "connector",
+    "path",
+    "s3.access-key",
+    "s3.secret-key",
+    "s3.endpoint",
+    "s3.region",
+    "s3.retry.timeout",
+];
+
+/// The options of a Delta table written as a sink.
 pub const OPTIONS: &[&str] = &[
     "connector",
     "path",
@@ -112,23 +123,7 @@ impl DeltaSink {
         let file_options = ConnectorOptions::new(options.table.clone(), file_options);
         let files = FileSink::try_new(&file_options, schema.clone(), partitioned_by).await?;
         let (store, root, local) = files.storage();
-        let url = match &local {
-            Some(dir) => url::Url::from_directory_path(dir)
-                .map_err(|_| Error::config(format!("invalid Delta table path '{location}'")))?,
-            None => url::Url::parse(&location).map_err(|e| {
-                Error::config(format!("invalid Delta table path '{location}': {e}"))
-            })?,
-        };
-        let prefixed: Arc<dyn ObjectStore> = Arc::new(object_store::prefix::PrefixStore::new(
-            store.clone(),
-            root.clone(),
-        ));
-        let log_store = deltalake_core::logstore::default_logstore(
-            prefixed,
-            store.clone(),
-            &url,
-            &StorageConfig::default(),
-        );
+        let log_store = log_store(&store, &root, local.as_deref(), &location)?;
         let partition_types = partitioned_by
             .iter()
             .filter_map(|c| {
@@ -153,6 +148,169 @@ impl DeltaSink {
             table: Arc::new(table),
         })
     }
+}
+
+/// The Delta log of the table in `root` of `store` (`local`: its folder on disk).
+fn log_store(
+    store: &Arc<dyn ObjectStore>,
+    root: &Path,
+    local: Option<&std::path::Path>,
+    location: &str,
+) -> Result<LogStoreRef> {
+    let url = match local {
+        Some(dir) => url::Url::from_directory_path(dir)
+            .map_err(|_| Error::config(format!("invalid Delta table path '{location}'")))?,
+        None => url::Url::parse(location)
+            .map_err(|e| Error::config(format!("invalid Delta table path '{location}': {e}")))?,
+    };
+    let prefixed: Arc<dyn ObjectStore> = Arc::new(object_store::prefix::PrefixStore::new(
+        store.clone(),
+        root.clone(),
+    ));
+    Ok(deltalake_core::logstore::default_logstore(
+        prefixed,
+        store.clone(),
+        &url,
+        &StorageConfig::default(),
+    ))
+}
+
+/// Whether `root` holds a Delta log (asked before loading: the kernel logs an error
+/// when it finds none).
+async fn has_log(store: &dyn ObjectStore, root: &Path) -> Result<bool> {
+    let log = store
+        .list_with_delimiter(Some(&root.clone().join("_delta_log")))
+        .await?;
+    Ok(!log.objects.is_empty())
+}
+
+/// How the columns `wanted` (the DDL's) differ from the table's `existing` ones; with
+/// `all`, columns of the table the DDL lacks count too (a sink writes every column, a
+/// source may read some).
+fn schema_differences(existing: &StructType, wanted: &StructType, all: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    for field in wanted.fields() {
+        match existing.field(field.name()) {
+            None => problems.push(format!("column '{}' is missing", field.name())),
+            Some(f) if f.data_type() != field.data_type() => problems.push(format!(
+                "column '{}' is {} in the table, {} in the DDL",
+                field.name(),
+                delta_type_name(f.data_type()),
+                delta_type_name(field.data_type())
+            )),
+            Some(_) => {}
+        }
+    }
+    if all {
+        for field in existing.fields() {
+            if wanted.field(field.name()).is_none() {
+                problems.push(format!(
+                    "the table has column '{}', which the DDL lacks",
+                    field.name()
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// The source of a Delta table: a bounded read of its latest snapshot. Its data files
+/// are read as the filesystem source reads Parquet files (a split per file, resumed
+/// mid-file after a restore); partition columns take each file's values from the log.
+pub async fn source(
+    options: &ConnectorOptions,
+    schema: SchemaRef,
+) -> Result<crate::filesystem::FileSourceFactory> {
+    options.check_known("delta", SOURCE_OPTIONS)?;
+    let location = options.required("path")?.to_string();
+    let table_name = options.table.clone();
+    let resolved = weir_runtime::storage::resolve(
+        &location,
+        false,
+        &crate::filesystem::s3_settings(options)?,
+    )?;
+    let (store, root) = (resolved.store, resolved.path);
+    if !has_log(store.as_ref(), &root).await? {
+        return Err(Error::input(format!(
+            "table '{table_name}': '{location}' holds no Delta table (no '_delta_log')"
+        )));
+    }
+    let log_store = log_store(&store, &root, resolved.local.as_deref(), &location)?;
+    let mut table = DeltaTable::new(log_store);
+    table
+        .load()
+        .await
+        .map_err(|e| delta_error(&table_name, &location, e))?;
+    let snapshot = table
+        .snapshot()
+        .map_err(|e| delta_error(&table_name, &location, e))?;
+    let wanted: StructType = schema.as_ref().try_into_kernel().map_err(|e| {
+        Error::config(format!(
+            "table '{table_name}': a column's type has no Delta equivalent: {e}"
+        ))
+    })?;
+    let problems = schema_differences(&snapshot.schema(), &wanted, false);
+    if !problems.is_empty() {
+        return Err(Error::config(format!(
+            "table '{table_name}': the Delta table at '{location}' does not match its \
+             declaration: {}",
+            problems.join("; ")
+        )));
+    }
+    let mapping = snapshot
+        .metadata()
+        .configuration()
+        .get("delta.columnMapping.mode");
+    if mapping.is_some_and(|m| m != "none") {
+        return Err(Error::config(format!(
+            "table '{table_name}': the Delta table at '{location}' maps column names \
+             ('delta.columnMapping.mode'), which Weir does not read yet"
+        )));
+    }
+    // The partition columns the DDL declares, in the DDL's order.
+    let partitions = snapshot.metadata().partition_columns();
+    let constant: Vec<(usize, String)> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| partitions.contains(f.name()))
+        .map(|(i, f)| (i, f.name().clone()))
+        .collect();
+    let mut files = Vec::new();
+    for file in snapshot.log_data().iter() {
+        let relative = file.path().to_string();
+        if file.deletion_vector_descriptor().is_some() {
+            return Err(Error::config(format!(
+                "table '{table_name}': file '{relative}' of the Delta table at '{location}' \
+                 has deleted rows (a deletion vector), which Weir does not read yet"
+            )));
+        }
+        let full = format!("{root}/{relative}");
+        let path = Path::parse(full.trim_start_matches('/'))
+            .map_err(|e| Error::input(format!("table '{table_name}': file '{relative}': {e}")))?;
+        let values = file.partition_values_map();
+        let mut columns = Vec::new();
+        for (i, name) in &constant {
+            let value = values.get(name).cloned().flatten();
+            let text: arrow::array::ArrayRef =
+                Arc::new(arrow::array::StringArray::from(vec![value.clone()]));
+            let typed = arrow::compute::cast(&text, schema.field(*i).data_type())?;
+            if value.is_some() && typed.is_null(0) {
+                return Err(Error::input(format!(
+                    "table '{table_name}': file '{relative}' has partition value {name} = \
+                     '{}', which is no {}",
+                    value.unwrap_or_default(),
+                    schema.field(*i).data_type()
+                )));
+            }
+            columns.push(typed);
+        }
+        files.push((path, columns));
+    }
+    let constant: Vec<usize> = constant.into_iter().map(|(i, _)| i).collect();
+    Ok(crate::filesystem::FileSourceFactory::of_files(
+        "delta", schema, store, location, root, &constant, files,
+    ))
 }
 
 /// A `deltalake` error as Weir's, naming the table.
@@ -189,15 +347,9 @@ impl TableRef {
             ))
         })?;
         let mut table = DeltaTable::new(self.log_store.clone());
-        // A folder without a log is no table yet (asked first: the kernel logs an error
-        // when it finds no log).
-        let log = self
-            .store
-            .list_with_delimiter(Some(&self.root.clone().join("_delta_log")))
-            .await?;
-        let found = match log.objects.is_empty() {
-            true => Err(DeltaTableError::NotATable(self.location.clone())),
-            false => table.load().await,
+        let found = match has_log(self.store.as_ref(), &self.root).await? {
+            false => Err(DeltaTableError::NotATable(self.location.clone())),
+            true => table.load().await,
         };
         match found {
             Ok(()) => {}
@@ -218,28 +370,7 @@ impl TableRef {
             Err(e) => return Err(self.error(e)),
         }
         let snapshot = table.snapshot().map_err(|e| self.error(e))?;
-        let existing = snapshot.schema();
-        let mut problems = Vec::new();
-        for field in wanted.fields() {
-            match existing.field(field.name()) {
-                None => problems.push(format!("column '{}' is missing", field.name())),
-                Some(f) if f.data_type() != field.data_type() => problems.push(format!(
-                    "column '{}' is {} in the table, {} in the DDL",
-                    field.name(),
-                    delta_type_name(f.data_type()),
-                    delta_type_name(field.data_type())
-                )),
-                Some(_) => {}
-            }
-        }
-        for field in existing.fields() {
-            if wanted.field(field.name()).is_none() {
-                problems.push(format!(
-                    "the table has column '{}', which the DDL lacks",
-                    field.name()
-                ));
-            }
-        }
+        let mut problems = schema_differences(&snapshot.schema(), &wanted, true);
         let partitions = snapshot.metadata().partition_columns();
         if partitions != self.partitioned_by.as_slice() {
             problems.push(format!(

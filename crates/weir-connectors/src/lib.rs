@@ -26,7 +26,7 @@ use weir_runtime::{OperatorFactory, SourceFactory};
 /// Every connector, with the options it accepts as a source and as a sink.
 pub const CONNECTORS: &[(&str, &[&str], &[&str])] = &[
     ("datagen", datagen::OPTIONS, &[]),
-    ("delta", &[], delta::OPTIONS),
+    ("delta", delta::SOURCE_OPTIONS, delta::OPTIONS),
     (
         "filesystem",
         filesystem::SOURCE_OPTIONS,
@@ -111,6 +111,7 @@ pub async fn create_source(
         "filesystem" => Ok(Arc::new(
             filesystem::FileSourceFactory::try_new(options, schema, metadata).await?,
         )),
+        "delta" => Ok(Arc::new(delta::source(options, schema).await?)),
         "nexmark" => Ok(Arc::new(nexmark::NexmarkSourceFactory::new(
             options, schema,
         )?)),

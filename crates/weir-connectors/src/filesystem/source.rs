@@ -39,6 +39,11 @@ pub struct FileSourceFactory {
     files: Vec<Path>,
     /// `source.monitor-interval`: unbounded, listing the folder this often.
     monitor: Option<Duration>,
+    /// The connector, for the source's name.
+    connector: &'static str,
+    /// Values of the columns a file does not hold (a table format's partition columns),
+    /// by file: one row each, in the order of the `FileMetadata::Column`s.
+    constants: Arc<std::collections::HashMap<String, Vec<arrow::array::ArrayRef>>>,
 }
 
 fn is_hidden(path: &Path, root: &Path) -> bool {
@@ -130,7 +135,46 @@ impl FileSourceFactory {
             root,
             files,
             monitor,
+            constants: Default::default(),
+            connector: "filesystem",
         })
+    }
+
+    /// A bounded source of the Parquet `files` given with the values of the columns of
+    /// `schema` they do not hold (`constant_columns`, in that order): the files of a
+    /// table format's snapshot, whose partition values live in its log.
+    pub(crate) fn of_files(
+        connector: &'static str,
+        schema: SchemaRef,
+        store: Arc<dyn ObjectStore>,
+        location: String,
+        root: Path,
+        constant_columns: &[usize],
+        files: Vec<(Path, Vec<arrow::array::ArrayRef>)>,
+    ) -> Self {
+        let metadata: Vec<(usize, FileMetadata)> = constant_columns
+            .iter()
+            .enumerate()
+            .map(|(k, c)| (*c, FileMetadata::Column(k)))
+            .collect();
+        let physical = crate::metadata::physical_schema(&schema, &metadata);
+        let constants = files
+            .iter()
+            .map(|(path, values)| (path.to_string(), values.clone()))
+            .collect();
+        Self {
+            schema,
+            metadata: Arc::new(metadata),
+            physical,
+            format: Format::Parquet,
+            store,
+            location,
+            root,
+            files: files.into_iter().map(|(path, _)| path).collect(),
+            monitor: None,
+            constants: Arc::new(constants),
+            connector,
+        }
     }
 }
 
@@ -164,7 +208,8 @@ impl SourceFactory for FileSourceFactory {
                 self.location
             ),
             None => format!(
-                "Source: filesystem ({}, {} files)",
+                "Source: {} ({}, {} files)",
+                self.connector,
                 self.location,
                 self.files.len()
             ),
@@ -211,6 +256,7 @@ impl SourceFactory for FileSourceFactory {
                 current: VecDeque::new(),
                 monitor: Some(monitor),
                 metrics: task.metrics.clone(),
+                constants: self.constants.clone(),
             }));
         }
         let splits: VecDeque<FileSplit> = match restored {
@@ -242,6 +288,7 @@ impl SourceFactory for FileSourceFactory {
             current: VecDeque::new(),
             monitor: None,
             metrics: task.metrics.clone(),
+            constants: self.constants.clone(),
         }))
     }
 }
@@ -262,6 +309,8 @@ struct FileSource {
     monitor: Option<Monitor>,
     /// Counts records skipped by `*.ignore-parse-errors`.
     metrics: Arc<weir_runtime::JobMetrics>,
+    /// See [`FileSourceFactory::constants`].
+    constants: Arc<std::collections::HashMap<String, Vec<arrow::array::ArrayRef>>>,
 }
 
 /// What a metadata column of the filesystem source holds (Flink's keys).
@@ -271,6 +320,9 @@ enum FileMetadata {
     Name,
     Size,
     ModificationTime,
+    /// The `k`-th value the source was given for the file (see
+    /// [`FileSourceFactory::of_files`]).
+    Column(usize),
 }
 
 impl FileMetadata {
@@ -293,9 +345,18 @@ impl FileMetadata {
 
     /// The value for a file, as one row of its natural type (STRING, BIGINT,
     /// TIMESTAMP_LTZ(3)).
-    fn value(self, shown: &str, meta: &object_store::ObjectMeta) -> arrow::array::ArrayRef {
+    fn value(
+        self,
+        shown: &str,
+        meta: &object_store::ObjectMeta,
+        constants: Option<&Vec<arrow::array::ArrayRef>>,
+    ) -> Result<arrow::array::ArrayRef> {
         use arrow::array::{Int64Array, StringArray, TimestampMillisecondArray};
-        match self {
+        Ok(match self {
+            FileMetadata::Column(k) => constants
+                .and_then(|c| c.get(k))
+                .cloned()
+                .ok_or_else(|| Error::internal(format!("no value {k} for '{shown}'")))?,
             FileMetadata::Path => Arc::new(StringArray::from(vec![shown])),
             FileMetadata::Name => Arc::new(StringArray::from(vec![
                 shown.rsplit('/').next().unwrap_or(shown),
@@ -305,7 +366,7 @@ impl FileMetadata {
                 TimestampMillisecondArray::from(vec![meta.last_modified.timestamp_millis()])
                     .with_timezone("+00:00"),
             ),
-        }
+        })
     }
 }
 
@@ -316,10 +377,11 @@ impl FileSource {
         batch: &RecordBatch,
         shown: &str,
         meta: &object_store::ObjectMeta,
+        constants: Option<&Vec<arrow::array::ArrayRef>>,
     ) -> Result<RecordBatch> {
         let rows = batch.num_rows();
         crate::metadata::place(&self.schema, &self.metadata, batch, |what| {
-            let one = what.value(shown, meta);
+            let one = what.value(shown, meta, constants)?;
             Ok(arrow::compute::take(
                 &one,
                 &arrow::array::UInt32Array::from(vec![0; rows]),
@@ -348,7 +410,9 @@ impl Source for FileSource {
             if let Some(delay) = weir_common::failpoint_delay("before-file-read") {
                 tokio::time::sleep(delay).await;
             }
-            let path = Path::from(split.file.as_str());
+            // The split holds the object's path as the store writes it (escaped).
+            let path = Path::parse(split.file.as_str())
+                .unwrap_or_else(|_| Path::from(split.file.as_str()));
             let shown = format!("{}{}", self.shown_root, split.file);
             let read_error =
                 |e: object_store::Error| Error::input(format!("cannot read '{shown}': {e}"));
@@ -357,8 +421,9 @@ impl Source for FileSource {
             let bytes = file.bytes().await.map_err(read_error)?;
             let mut decoded = self.format.decode(&shown, bytes, &self.physical)?;
             if !self.metadata.is_empty() {
+                let constants = self.constants.get(&split.file);
                 for batch in &mut decoded.batches {
-                    *batch = self.with_metadata(batch, &shown, &meta)?;
+                    *batch = self.with_metadata(batch, &shown, &meta, constants)?;
                 }
             }
             if decoded.skipped.count > 0 && split.rows == 0 {

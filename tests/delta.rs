@@ -290,11 +290,30 @@ fn delta_sink_on_s3_is_exactly_once_under_sigkill() {
     let s = script(tmp.path(), "s3://delta/table", rows, 2_500);
     let env = s3.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // A reader on the S3 table too, while the job is killed and restored.
+    let stop = tmp.path().join("stop");
+    let watcher = reader(
+        "s3://delta/table",
+        &["watch", "120", stop.to_str().unwrap()],
+        &env,
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let kills = kill_checkpointed_until_done(&s, "s3://delta/chk", "200 ms", &env, 20, 5);
+    std::fs::write(&stop, "").unwrap();
+    let watched = watcher.wait_with_output().unwrap();
+    assert!(
+        watched.status.success(),
+        "a reader saw an uncommitted or inconsistent snapshot: {}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
     let got = read("s3://delta/table", &["rows"], &env);
     eprintln!(
-        "crash test (Delta, S3): {kills} SIGKILLs, {} rows checked",
-        got.len()
+        "crash test (Delta, S3): {kills} SIGKILLs, {} rows checked, reader: {}",
+        got.len(),
+        String::from_utf8_lossy(&watched.stdout).trim()
     );
     assert!(kills >= 20, "only {kills} kills");
     crate::crash::assert_same_rows(got, &expected(rows), "Delta table on S3 after SIGKILLs");

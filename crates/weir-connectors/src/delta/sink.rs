@@ -1,5 +1,4 @@
-//! `'connector' = 'delta'`: an exactly-once sink into a Delta Lake table, on the local
-//! file system or S3, through the `deltalake` crates.
+//! The exactly-once Delta sink.
 //!
 //! Writers are the filesystem sink's Parquet writers: each subtask writes parts into the
 //! table's folder (Hive-style partition folders for `PARTITIONED BY` columns, which the
@@ -7,11 +6,13 @@
 //! itself, it sends the committables to the table's one committer (parallelism 1, Flink's
 //! global committer). When a checkpoint completes, the committer publishes the parts and
 //! commits one Delta transaction holding every subtask's files (`add` actions) and an
-//! application transaction (`txn`: app id `weir-<lineage>-<run>-<sink>`, fixed when the job starts from scratch and kept by its restores, version the
-//! checkpoint id). A re-commit after a restore reads that version back from the table
-//! and skips what it already holds, so no Delta version is ever committed twice. Readers
-//! see only the table's snapshots: parts not yet in the log are invisible to them.
+//! application transaction (`txn`: app id `weir-<lineage>-<run>-<sink>`, the run fixed
+//! when the job starts from scratch and kept by its restores; version the checkpoint id).
+//! A re-commit after a restore reads that version back from the table and skips what it
+//! already holds, so no Delta version is ever committed twice. Readers see only the
+//! table's snapshots: parts not yet in the log are invisible to them.
 
+use super::{OPTIONS, delta_error, has_log, log_store, schema_differences};
 use crate::filesystem::FileSink;
 use crate::two_phase::{
     Committable, Committer, GlobalCommitSink, GlobalCommitter, SinkWriter, TwoPhaseCommitSink,
@@ -21,43 +22,16 @@ use async_trait::async_trait;
 use deltalake_core::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake_core::kernel::{Action, Add, Remove, StructType, Transaction};
-use deltalake_core::logstore::{LogStoreRef, StorageConfig};
+use deltalake_core::logstore::LogStoreRef;
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaTable, DeltaTableError};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use weir_common::{CheckpointId, ConnectorOptions, Error, Result};
 use weir_runtime::TaskInfo;
-
-/// The options of a Delta table read as a source.
-pub const SOURCE_OPTIONS: &[&str] = &[
-    "connector",
-    "path",
-    "s3.access-key",
-    "s3.secret-key",
-    "s3.endpoint",
-    "s3.region",
-    "s3.retry.timeout",
-];
-
-/// The options of a Delta table written as a sink.
-pub const OPTIONS: &[&str] = &[
-    "connector",
-    "path",
-    "sink.rolling-policy.file-size",
-    "sink.rolling-policy.rollover-interval",
-    "sink.rolling-policy.check-interval",
-    "auto-compaction",
-    "compaction.file-size",
-    "s3.access-key",
-    "s3.secret-key",
-    "s3.endpoint",
-    "s3.region",
-    "s3.retry.timeout",
-];
 
 /// The Delta sink of one table.
 pub struct DeltaSink {
@@ -66,24 +40,24 @@ pub struct DeltaSink {
 }
 
 /// Where the table is, and what a commit needs to know about it.
-struct TableRef {
+pub(super) struct TableRef {
     /// The table's name in the script, for messages.
-    name: String,
+    pub(super) name: String,
     /// The table's `path`, for messages.
-    location: String,
-    log_store: LogStoreRef,
+    pub(super) location: String,
+    pub(super) log_store: LogStoreRef,
     /// The table's folder in `store`.
-    root: Path,
-    partitioned_by: Vec<String>,
+    pub(super) root: Path,
+    pub(super) partitioned_by: Vec<String>,
     /// Arrow types of the partition columns, to write their values as Delta does.
-    partition_types: HashMap<String, DataType>,
+    pub(super) partition_types: HashMap<String, DataType>,
     /// `INSERT OVERWRITE` (batch): the commit replaces the table's files (of the
     /// partitions written, for a partitioned table).
-    overwrite: bool,
+    pub(super) overwrite: bool,
     /// `auto-compaction`: the target size of files compacted after each commit.
-    compaction: Option<u64>,
+    pub(super) compaction: Option<u64>,
     /// The store (`root` is the table's folder in it).
-    store: Arc<dyn ObjectStore>,
+    pub(super) store: Arc<dyn ObjectStore>,
 }
 
 impl DeltaSink {
@@ -150,183 +124,8 @@ impl DeltaSink {
     }
 }
 
-/// The Delta log of the table in `root` of `store` (`local`: its folder on disk).
-fn log_store(
-    store: &Arc<dyn ObjectStore>,
-    root: &Path,
-    local: Option<&std::path::Path>,
-    location: &str,
-) -> Result<LogStoreRef> {
-    let url = match local {
-        Some(dir) => url::Url::from_directory_path(dir)
-            .map_err(|_| Error::config(format!("invalid Delta table path '{location}'")))?,
-        None => url::Url::parse(location)
-            .map_err(|e| Error::config(format!("invalid Delta table path '{location}': {e}")))?,
-    };
-    let prefixed: Arc<dyn ObjectStore> = Arc::new(object_store::prefix::PrefixStore::new(
-        store.clone(),
-        root.clone(),
-    ));
-    Ok(deltalake_core::logstore::default_logstore(
-        prefixed,
-        store.clone(),
-        &url,
-        &StorageConfig::default(),
-    ))
-}
-
-/// Whether `root` holds a Delta log (asked before loading: the kernel logs an error
-/// when it finds none).
-async fn has_log(store: &dyn ObjectStore, root: &Path) -> Result<bool> {
-    let log = store
-        .list_with_delimiter(Some(&root.clone().join("_delta_log")))
-        .await?;
-    Ok(!log.objects.is_empty())
-}
-
-/// How the columns `wanted` (the DDL's) differ from the table's `existing` ones; with
-/// `all`, columns of the table the DDL lacks count too (a sink writes every column, a
-/// source may read some).
-fn schema_differences(existing: &StructType, wanted: &StructType, all: bool) -> Vec<String> {
-    let mut problems = Vec::new();
-    for field in wanted.fields() {
-        match existing.field(field.name()) {
-            None => problems.push(format!("column '{}' is missing", field.name())),
-            Some(f) if f.data_type() != field.data_type() => problems.push(format!(
-                "column '{}' is {} in the table, {} in the DDL",
-                field.name(),
-                delta_type_name(f.data_type()),
-                delta_type_name(field.data_type())
-            )),
-            Some(_) => {}
-        }
-    }
-    if all {
-        for field in existing.fields() {
-            if wanted.field(field.name()).is_none() {
-                problems.push(format!(
-                    "the table has column '{}', which the DDL lacks",
-                    field.name()
-                ));
-            }
-        }
-    }
-    problems
-}
-
-/// The source of a Delta table: a bounded read of its latest snapshot. Its data files
-/// are read as the filesystem source reads Parquet files (a split per file, resumed
-/// mid-file after a restore); partition columns take each file's values from the log.
-pub async fn source(
-    options: &ConnectorOptions,
-    schema: SchemaRef,
-) -> Result<crate::filesystem::FileSourceFactory> {
-    options.check_known("delta", SOURCE_OPTIONS)?;
-    let location = options.required("path")?.to_string();
-    let table_name = options.table.clone();
-    let resolved = weir_runtime::storage::resolve(
-        &location,
-        false,
-        &crate::filesystem::s3_settings(options)?,
-    )?;
-    let (store, root) = (resolved.store, resolved.path);
-    if !has_log(store.as_ref(), &root).await? {
-        return Err(Error::input(format!(
-            "table '{table_name}': '{location}' holds no Delta table (no '_delta_log')"
-        )));
-    }
-    let log_store = log_store(&store, &root, resolved.local.as_deref(), &location)?;
-    let mut table = DeltaTable::new(log_store);
-    table
-        .load()
-        .await
-        .map_err(|e| delta_error(&table_name, &location, e))?;
-    let snapshot = table
-        .snapshot()
-        .map_err(|e| delta_error(&table_name, &location, e))?;
-    let wanted: StructType = schema.as_ref().try_into_kernel().map_err(|e| {
-        Error::config(format!(
-            "table '{table_name}': a column's type has no Delta equivalent: {e}"
-        ))
-    })?;
-    let problems = schema_differences(&snapshot.schema(), &wanted, false);
-    if !problems.is_empty() {
-        return Err(Error::config(format!(
-            "table '{table_name}': the Delta table at '{location}' does not match its \
-             declaration: {}",
-            problems.join("; ")
-        )));
-    }
-    let mapping = snapshot
-        .metadata()
-        .configuration()
-        .get("delta.columnMapping.mode");
-    if mapping.is_some_and(|m| m != "none") {
-        return Err(Error::config(format!(
-            "table '{table_name}': the Delta table at '{location}' maps column names \
-             ('delta.columnMapping.mode'), which Weir does not read yet"
-        )));
-    }
-    // The partition columns the DDL declares, in the DDL's order.
-    let partitions = snapshot.metadata().partition_columns();
-    let constant: Vec<(usize, String)> = schema
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| partitions.contains(f.name()))
-        .map(|(i, f)| (i, f.name().clone()))
-        .collect();
-    let mut files = Vec::new();
-    for file in snapshot.log_data().iter() {
-        let relative = file.path().to_string();
-        if file.deletion_vector_descriptor().is_some() {
-            return Err(Error::config(format!(
-                "table '{table_name}': file '{relative}' of the Delta table at '{location}' \
-                 has deleted rows (a deletion vector), which Weir does not read yet"
-            )));
-        }
-        let full = format!("{root}/{relative}");
-        let path = Path::parse(full.trim_start_matches('/'))
-            .map_err(|e| Error::input(format!("table '{table_name}': file '{relative}': {e}")))?;
-        let values = file.partition_values_map();
-        let mut columns = Vec::new();
-        for (i, name) in &constant {
-            let value = values.get(name).cloned().flatten();
-            let text: arrow::array::ArrayRef =
-                Arc::new(arrow::array::StringArray::from(vec![value.clone()]));
-            let typed = arrow::compute::cast(&text, schema.field(*i).data_type())?;
-            if value.is_some() && typed.is_null(0) {
-                return Err(Error::input(format!(
-                    "table '{table_name}': file '{relative}' has partition value {name} = \
-                     '{}', which is no {}",
-                    value.unwrap_or_default(),
-                    schema.field(*i).data_type()
-                )));
-            }
-            columns.push(typed);
-        }
-        files.push((path, columns));
-    }
-    let constant: Vec<usize> = constant.into_iter().map(|(i, _)| i).collect();
-    Ok(crate::filesystem::FileSourceFactory::of_files(
-        "delta", schema, store, location, root, &constant, files,
-    ))
-}
-
-/// A `deltalake` error as Weir's, naming the table.
-fn delta_error(table: &str, location: &str, e: DeltaTableError) -> Error {
-    Error::external(format!("Delta table '{table}' at '{location}': {e}"))
-}
-
-/// Delta's name of a column's type, for messages.
-fn delta_type_name(t: &deltalake_core::kernel::DataType) -> String {
-    serde_json::to_string(t)
-        .map(|s| s.trim_matches('"').to_string())
-        .unwrap_or_else(|_| format!("{t:?}"))
-}
-
 impl TableRef {
-    fn error(&self, e: DeltaTableError) -> Error {
+    pub(super) fn error(&self, e: DeltaTableError) -> Error {
         delta_error(&self.name, &self.location, e)
     }
 
@@ -475,10 +274,10 @@ impl GlobalCommitSink for DeltaSink {
     }
 }
 
-struct DeltaCommitter {
+pub(super) struct DeltaCommitter {
     /// Publishes the parts (renames a pending file, completes an S3 upload).
     files: Arc<dyn Committer>,
-    table: Arc<TableRef>,
+    pub(super) table: Arc<TableRef>,
 }
 
 /// The writers' subtask: the committer's vertex is theirs with `-committer` added (see
@@ -584,9 +383,6 @@ impl GlobalCommitter for DeltaCommitter {
     }
 }
 
-/// A partition's values, sorted by column.
-type PartitionKey = Vec<(String, Option<String>)>;
-
 /// The object a committable published.
 fn published_path(c: &Committable) -> Result<Path> {
     let target = c
@@ -597,127 +393,6 @@ fn published_path(c: &Committable) -> Result<Path> {
 }
 
 impl DeltaCommitter {
-    /// `auto-compaction`: the files a commit just added that are smaller than `target`
-    /// are rewritten, per partition, into files of about `target` bytes, in a second
-    /// transaction (`OPTIMIZE`, no data change) that removes them and adds the new ones.
-    /// Readers see the small files or the compacted ones, never both; a crash before
-    /// that transaction leaves an unreferenced file nobody reads.
-    async fn compact(
-        &self,
-        snapshot: &deltalake_core::table::state::DeltaTableState,
-        published: Vec<(Path, Add)>,
-        target: u64,
-        now_ms: i64,
-    ) -> Result<()> {
-        // Bins of small files, per partition, in commit order.
-        let mut partitions: BTreeMap<PartitionKey, Vec<Vec<(Path, Add)>>> = BTreeMap::new();
-        for (path, add) in published {
-            if add.size as u64 >= target {
-                continue;
-            }
-            let mut key: Vec<_> = add.partition_values.clone().into_iter().collect();
-            key.sort();
-            let bins = partitions.entry(key).or_default();
-            let full = bins
-                .last()
-                .is_none_or(|b| b.iter().map(|(_, a)| a.size as u64).sum::<u64>() >= target);
-            if full {
-                bins.push(Vec::new());
-            }
-            bins.last_mut().expect("a bin").push((path, add));
-        }
-        let mut actions = Vec::new();
-        for bin in partitions.into_values().flatten().filter(|b| b.len() > 1) {
-            let (path, add) = self.rewrite(&bin, now_ms).await?;
-            tracing::debug!(files = bin.len(), into = %path, "compacting");
-            actions.push(Action::Add(add));
-            for (_, small) in bin {
-                actions.push(Action::Remove(Remove {
-                    path: small.path,
-                    data_change: false,
-                    deletion_timestamp: Some(now_ms),
-                    extended_file_metadata: Some(true),
-                    partition_values: Some(small.partition_values),
-                    size: Some(small.size),
-                    ..Default::default()
-                }));
-            }
-        }
-        if actions.is_empty() {
-            return Ok(());
-        }
-        weir_common::failpoint("delta-before-compaction-commit")?;
-        // With the post-commit hook, as every commit: a Delta checkpoint every 100 versions.
-        CommitBuilder::from(CommitProperties::default())
-            .with_actions(actions)
-            .build(
-                Some(snapshot),
-                self.table.log_store.clone(),
-                DeltaOperation::Optimize {
-                    predicate: None,
-                    target_size: target as i64,
-                },
-            )
-            .await
-            .map_err(|e| self.table.error(e))?;
-        Ok(())
-    }
-
-    /// Writes the rows of `files` (of one partition) into one new file beside them.
-    async fn rewrite(&self, files: &[(Path, Add)], now_ms: i64) -> Result<(Path, Add)> {
-        let store = &self.table.store;
-        let mut encoder = None;
-        let mut rows = 0u64;
-        for (path, _) in files {
-            let bytes = store.get(path).await?.bytes().await?;
-            let reader =
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-                    .and_then(|b| b.build())
-                    .map_err(|e| Error::external(format!("cannot read '{path}': {e}")))?;
-            for batch in reader {
-                let batch = batch?;
-                if encoder.is_none() {
-                    encoder = Some(crate::filesystem::format::PartEncoder::new(
-                        &crate::filesystem::Format::Parquet,
-                        &batch.schema(),
-                    )?);
-                }
-                rows += batch.num_rows() as u64;
-                encoder.as_mut().expect("an encoder").write(&batch)?;
-            }
-        }
-        let encoder = encoder.ok_or_else(|| Error::internal("no rows in the files to compact"))?;
-        let bytes = bytes::Bytes::from(encoder.finish()?);
-        let first = &files[0].0;
-        let name = format!("compacted-{}.parquet", uuid::Uuid::new_v4().simple());
-        let parts: Vec<_> = first.parts().collect();
-        let target: Path = parts[..parts.len() - 1]
-            .iter()
-            .cloned()
-            .chain(std::iter::once(object_store::path::PathPart::from(
-                name.as_str(),
-            )))
-            .collect();
-        let size = bytes.len() as i64;
-        store.put(&target, bytes.into()).await?;
-        let relative = files[0].1.path.rsplit_once('/').map(|(dir, _)| dir);
-        Ok((
-            target,
-            Add {
-                path: match relative {
-                    Some(dir) => format!("{dir}/{name}"),
-                    None => name,
-                },
-                partition_values: files[0].1.partition_values.clone(),
-                size,
-                modification_time: now_ms,
-                data_change: false,
-                stats: Some(serde_json::json!({ "numRecords": rows }).to_string()),
-                ..Default::default()
-            },
-        ))
-    }
-
     /// For `INSERT OVERWRITE`: `remove` actions for the table's files that the new ones
     /// replace (all of them, or those of the partitions written).
     fn replaced(

@@ -266,6 +266,7 @@ impl GlobalCommitSink for DeltaSink {
         Arc::new(DeltaCommitter {
             files: self.files.committer(),
             table: self.table.clone(),
+            cached: Default::default(),
         })
     }
 
@@ -278,6 +279,9 @@ pub(super) struct DeltaCommitter {
     /// Publishes the parts (renames a pending file, completes an S3 upload).
     files: Arc<dyn Committer>,
     pub(super) table: Arc<TableRef>,
+    /// The table as the last commit left it, brought up to date with the versions
+    /// committed since (by anyone) rather than read whole again; dropped on an error.
+    cached: tokio::sync::Mutex<Option<DeltaTable>>,
 }
 
 /// The writers' subtask: the committer's vertex is theirs with `-committer` added (see
@@ -310,7 +314,22 @@ impl GlobalCommitter for DeltaCommitter {
         run: &str,
         checkpoints: &[(CheckpointId, Vec<Committable>)],
     ) -> Result<()> {
-        let table = self.table.load().await?;
+        // When the commit was taken up: the `txn` action's `lastUpdated` and the files'
+        // modification time.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut cached = self.cached.lock().await;
+        let table = match cached.take() {
+            Some(mut table) => {
+                table
+                    .update_incremental(None)
+                    .await
+                    .map_err(|e| self.table.error(e))?;
+                table
+            }
+            None => self.table.load().await?,
+        };
         let snapshot = table.snapshot().map_err(|e| self.table.error(e))?;
         let app = app_id(run);
         let done = snapshot
@@ -324,11 +343,9 @@ impl GlobalCommitter for DeltaCommitter {
             .collect();
         let Some((last, _)) = todo.last() else {
             tracing::debug!(app, done, "Delta table already holds these checkpoints");
+            *cached = Some(table);
             return Ok(());
         };
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
         let mut actions = Vec::new();
         let mut published = Vec::new();
         for (_, committables) in &todo {
@@ -375,6 +392,7 @@ impl GlobalCommitter for DeltaCommitter {
                 tracing::warn!(table = %self.table.name, error = %e, "auto-compaction skipped");
             }
         }
+        *cached = Some(table);
         Ok(())
     }
 

@@ -158,10 +158,10 @@ fn a_bounded_job_writes_a_delta_table_delta_rs_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let table = tmp.path().join("table");
     let rows = 5_000;
-    let s = script(tmp.path(), table.to_str().unwrap(), rows, 20_000);
+    let job = script(tmp.path(), table.to_str().unwrap(), rows, 20_000);
     let chk = tmp.path().join("chk");
     run_ok(&[
-        &s,
+        &job,
         "-p",
         "2",
         "--checkpoint-dir",
@@ -189,7 +189,7 @@ fn a_bounded_job_writes_a_delta_table_delta_rs_reads() {
     // A second run of the script, started from scratch on the same checkpoint folder (so
     // with the same lineage, and checkpoint ids from 1 again), appends to the table.
     run_ok(&[
-        &s_path(tmp.path()),
+        &job,
         "-p",
         "1",
         "--checkpoint-dir",
@@ -209,10 +209,6 @@ fn a_bounded_job_writes_a_delta_table_delta_rs_reads() {
         got.len(),
         expected(rows).len()
     );
-}
-
-fn s_path(dir: &Path) -> String {
-    dir.join("job.sql").to_str().unwrap().to_string()
 }
 
 #[test]

@@ -47,6 +47,39 @@ fn reader(table: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Com
     cmd
 }
 
+/// `read.py TABLE watch`: an independent reader that reads every snapshot it can until
+/// stopped, failing on one that is not whole, holds a row twice or lost one.
+struct Watcher {
+    child: std::process::Child,
+    stop: std::path::PathBuf,
+}
+
+impl Watcher {
+    /// Starts watching `table`; `dir` holds the file that stops it.
+    fn start(table: &str, env: &[(&str, &str)], dir: &Path) -> Self {
+        let stop = dir.join("stop-watching");
+        let child = reader(table, &["watch", "120", stop.to_str().unwrap()], env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self { child, stop }
+    }
+
+    /// Stops the reader, asserts it saw nothing wrong and returns what it read (reads,
+    /// versions, most rows).
+    fn stop(self) -> String {
+        std::fs::write(&self.stop, "").unwrap();
+        let watched = self.child.wait_with_output().unwrap();
+        assert!(
+            watched.status.success(),
+            "a reader saw an uncommitted or inconsistent snapshot: {}",
+            String::from_utf8_lossy(&watched.stderr)
+        );
+        String::from_utf8_lossy(&watched.stdout).trim().to_string()
+    }
+}
+
 fn summary(table: &str, env: &[(&str, &str)]) -> serde_json::Value {
     let lines = read(table, &["summary"], env);
     serde_json::from_str(&lines[0]).unwrap()
@@ -231,29 +264,14 @@ fn delta_sink_is_exactly_once_under_sigkill_with_readers_watching() {
     let chk = tmp.path().join("chk");
     // An independent reader reads every snapshot it can while the job is killed again and
     // again: each must be whole, with no row twice and none of an earlier one missing.
-    let stop = tmp.path().join("stop");
-    let watcher = reader(
-        table.to_str().unwrap(),
-        &["watch", "120", stop.to_str().unwrap()],
-        &[],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let watcher = Watcher::start(table.to_str().unwrap(), &[], tmp.path());
     let kills = kill_checkpointed_until_done(&s, chk.to_str().unwrap(), "150 ms", &[], 20, 11);
-    std::fs::write(&stop, "").unwrap();
-    let watched = watcher.wait_with_output().unwrap();
-    assert!(
-        watched.status.success(),
-        "a reader saw an uncommitted or inconsistent snapshot: {}",
-        String::from_utf8_lossy(&watched.stderr)
-    );
+    let watched = watcher.stop();
     let got = read(table.to_str().unwrap(), &["rows"], &[]);
     eprintln!(
         "crash test (Delta, local): {kills} SIGKILLs, {} rows checked, reader: {}",
         got.len(),
-        String::from_utf8_lossy(&watched.stdout).trim()
+        watched
     );
     assert!(kills >= 20, "only {kills} kills");
     crate::crash::assert_same_rows(got, &expected(rows), "Delta table after SIGKILLs");
@@ -287,29 +305,14 @@ fn delta_sink_on_s3_is_exactly_once_under_sigkill() {
     let env = s3.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     // A reader on the S3 table too, while the job is killed and restored.
-    let stop = tmp.path().join("stop");
-    let watcher = reader(
-        "s3://delta/table",
-        &["watch", "120", stop.to_str().unwrap()],
-        &env,
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let watcher = Watcher::start("s3://delta/table", &env, tmp.path());
     let kills = kill_checkpointed_until_done(&s, "s3://delta/chk", "200 ms", &env, 20, 5);
-    std::fs::write(&stop, "").unwrap();
-    let watched = watcher.wait_with_output().unwrap();
-    assert!(
-        watched.status.success(),
-        "a reader saw an uncommitted or inconsistent snapshot: {}",
-        String::from_utf8_lossy(&watched.stderr)
-    );
+    let watched = watcher.stop();
     let got = read("s3://delta/table", &["rows"], &env);
     eprintln!(
         "crash test (Delta, S3): {kills} SIGKILLs, {} rows checked, reader: {}",
         got.len(),
-        String::from_utf8_lossy(&watched.stdout).trim()
+        watched
     );
     assert!(kills >= 20, "only {kills} kills");
     crate::crash::assert_same_rows(got, &expected(rows), "Delta table on S3 after SIGKILLs");

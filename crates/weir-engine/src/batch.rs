@@ -306,7 +306,7 @@ pub async fn run(planner: &Planner, query: &BatchQuery) -> Result<BatchResult> {
         // The writer sent its committables; the committer commits them once.
         Some(committer) => {
             let mut c = committer.create(&TaskInfo {
-                vertex_uid: format!("{}-committer", writer.vertex_uid),
+                vertex_uid: weir_runtime::committer_uid(&writer.vertex_uid),
                 ..writer.clone()
             })?;
             c.open(None).await?;

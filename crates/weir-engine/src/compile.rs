@@ -537,8 +537,9 @@ pub async fn compile_into(
                 )
                 .await?;
                 let committer = sink.global_committer();
+                let sink_uid = uid(&format!("sink-{}", table.name));
                 let v = graph.add_vertex(Vertex {
-                    uid: uid(&format!("sink-{}", table.name)),
+                    uid: sink_uid.clone(),
                     name: format!("{} [{}]", sink.name(), table.name),
                     parallelism,
                     source: None,
@@ -551,7 +552,7 @@ pub async fn compile_into(
                     Some(committer) => {
                         // Every writer feeds the one committer (never chained with one).
                         let c = graph.add_vertex(Vertex {
-                            uid: uid(&format!("sink-{}-committer", table.name)),
+                            uid: weir_runtime::committer_uid(&sink_uid),
                             name: format!("{} [{}]", committer.name(), table.name),
                             parallelism: 1,
                             source: None,

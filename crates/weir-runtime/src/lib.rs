@@ -38,5 +38,7 @@ pub use job::{JobController, JobHandle, JobOptions, JobOutcome, RestoreFrom, sta
 pub use lease::Fence;
 pub use message::{Barrier, CheckpointKind, Message, StopMode, WatermarkStatus};
 pub use metrics::JobMetrics;
-pub use operator::{Operator, OperatorFactory, Output, StreamItem, TaskInfo};
+pub use operator::{
+    Operator, OperatorFactory, Output, StreamItem, TaskInfo, committer_uid, writers_uid,
+};
 pub use source::{Source, SourceFactory, SourcePoll, SplitId};

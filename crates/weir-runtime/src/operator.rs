@@ -211,6 +211,19 @@ pub trait Operator: Send {
     }
 }
 
+/// The uid of the vertex of a sink's [`OperatorFactory::global_committer`], from the
+/// sink's own vertex uid (see [`writers_uid`]).
+pub fn committer_uid(sink_uid: &str) -> String {
+    format!("{sink_uid}-committer")
+}
+
+/// The sink's vertex uid, from its committer's ([`committer_uid`]); any other uid as it is.
+pub fn writers_uid(committer_uid: &str) -> &str {
+    committer_uid
+        .strip_suffix("-committer")
+        .unwrap_or(committer_uid)
+}
+
 /// Creates the operator instance of each subtask.
 #[async_trait]
 pub trait OperatorFactory: Send + Sync {
@@ -224,7 +237,8 @@ pub trait OperatorFactory: Send + Sync {
     }
     /// For sinks that commit in one place (Flink's global committer): the operator of a
     /// vertex of parallelism 1, fed by every subtask of this sink, that takes what they
-    /// emit (their committables) and commits it when checkpoints complete.
+    /// emit (their committables) and commits it when checkpoints complete. Its vertex's
+    /// uid is [`committer_uid`] of the sink's.
     fn global_committer(&self) -> Option<Arc<dyn OperatorFactory>> {
         None
     }

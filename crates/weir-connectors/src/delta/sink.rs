@@ -189,13 +189,8 @@ impl TableRef {
         )))
     }
 
-    /// The `add` action of a published part.
-    fn add_action(&self, c: &Committable, now_ms: i64) -> Result<Add> {
-        let target = c
-            .get("final")
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| Error::Checkpoint(format!("Delta committable without a file: {c}")))?;
-        let target = Path::parse(target).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    /// The `add` action of the part `c` published at `target` ([`published_path`]).
+    fn add_action(&self, target: &Path, c: &Committable, now_ms: i64) -> Result<Add> {
         let parts: Vec<String> = target
             .prefix_match(&self.root)
             .ok_or_else(|| {
@@ -284,15 +279,11 @@ pub(super) struct DeltaCommitter {
     cached: tokio::sync::Mutex<Option<DeltaTable>>,
 }
 
-/// The writers' subtask: the committer's vertex is theirs with `-committer` added (see
-/// the engine's sink vertices). Their parts are named after it.
+/// The writers' subtask, as seen from the committer's: their parts are named after
+/// their vertex.
 fn writers_task(task: &TaskInfo) -> TaskInfo {
-    let uid = task
-        .vertex_uid
-        .strip_suffix("-committer")
-        .unwrap_or(&task.vertex_uid);
     TaskInfo {
-        vertex_uid: uid.to_string(),
+        vertex_uid: weir_runtime::writers_uid(&task.vertex_uid).to_string(),
         ..task.clone()
     }
 }
@@ -351,8 +342,9 @@ impl GlobalCommitter for DeltaCommitter {
         for (_, committables) in &todo {
             for c in committables {
                 self.files.commit(c).await?;
-                let add = self.table.add_action(c, now_ms)?;
-                published.push((published_path(c)?, add.clone()));
+                let target = published_path(c)?;
+                let add = self.table.add_action(&target, c, now_ms)?;
+                published.push((target, add.clone()));
                 actions.push(Action::Add(add));
             }
         }

@@ -454,6 +454,16 @@ impl Run {
                 },
             }
         }
+        // Tasks whose coordinator ended hear it as a closed control channel (Cancelled),
+        // and one of them may be joined before the coordinator's own error: that error
+        // (a task that could not write its state) is the attempt's cause, and decides
+        // whether it restarts.
+        if matches!(failure, Some(Error::Cancelled))
+            && !coordinator_done
+            && let Ok(Err(e)) = (&mut coordinator.0).await
+        {
+            fail(&mut failure, e);
+        }
         if let Some(e) = failure {
             return Err(e);
         }

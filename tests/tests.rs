@@ -4,6 +4,7 @@
 mod avro;
 mod batch;
 mod catalogs;
+mod cluster;
 mod common;
 mod crash;
 mod delta;

@@ -73,6 +73,39 @@ enum Command {
         /// No progress line.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Run on the cluster of the coordinator at this address (`host:port`) instead of
+        /// in this process (Flink's --jobmanager).
+        #[arg(long, value_name = "ADDRESS")]
+        cluster: Option<String>,
+    },
+    /// Run a coordinator (Flink's job manager): workers register with it, and
+    /// `weir run --cluster` runs jobs on them.
+    Coordinator {
+        /// Where to listen for workers and jobs (`host:port`).
+        #[arg(long, default_value = "127.0.0.1:6123")]
+        listen: String,
+        /// A worker that sends nothing for this long is lost (Flink's heartbeat.timeout).
+        #[arg(long, default_value = "50 s")]
+        heartbeat_timeout: String,
+    },
+    /// Run a worker (Flink's task manager): it registers with a coordinator and runs the
+    /// subtasks the coordinator places on it.
+    Worker {
+        /// The coordinator's address (`host:port`).
+        #[arg(long)]
+        coordinator: String,
+        /// Subtasks of one operator it runs at once (Flink's taskmanager.numberOfTaskSlots).
+        #[arg(long, default_value_t = 1)]
+        slots: usize,
+        /// Where its data endpoint listens (`host:port`; port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// The host other workers reach it at (default: the listening host).
+        #[arg(long)]
+        advertised_host: Option<String>,
+        /// How often it tells the coordinator it is alive (Flink's heartbeat.interval).
+        #[arg(long, default_value = "10 s")]
+        heartbeat_interval: String,
     },
     /// Stop a running job with a savepoint (Flink's `stop`).
     Stop {
@@ -307,7 +340,81 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         } => control::stop(&job, drain, savepoint_dir).await,
         Command::List => control::list().await,
         run @ Command::Run { .. } => run_script(run).await,
+        Command::Coordinator {
+            listen,
+            heartbeat_timeout,
+        } => {
+            let timeout = weir::common::config::parse_duration(&heartbeat_timeout)?;
+            let c = weir_cluster::coordinator::Coordinator::start(&listen, timeout).await?;
+            eprintln!("weir: coordinator listening on {}", c.address);
+            futures::future::pending::<()>().await;
+            Ok(0)
+        }
+        Command::Worker {
+            coordinator,
+            slots,
+            listen,
+            advertised_host,
+            heartbeat_interval,
+        } => {
+            if slots == 0 {
+                bail!("--slots must be at least 1");
+            }
+            weir_cluster::worker::run(weir_cluster::worker::WorkerConfig {
+                coordinator,
+                slots,
+                data_listen: listen,
+                advertised_host,
+                heartbeat_interval: weir::common::config::parse_duration(&heartbeat_interval)?,
+            })
+            .await?;
+            Ok(0)
+        }
     }
+}
+
+/// `weir run --cluster`: submits the job and waits for its end.
+async fn run_on_cluster(
+    address: &str,
+    job: &weir_cluster::JobDefinition,
+    quiet: bool,
+) -> anyhow::Result<i32> {
+    use weir_cluster::coordinator::JobUpdate;
+    let started = Instant::now();
+    let ended = weir_cluster::client::submit(address, job, |update| {
+        if let JobUpdate::Started {
+            job_id,
+            restored_from,
+        } = update
+        {
+            if !quiet {
+                eprintln!("weir: job {job_id} started on the cluster at {address}");
+            }
+            if let Some(from) = restored_from {
+                eprintln!("weir: restored from {from}");
+            }
+        }
+    })
+    .await?;
+    if let (
+        JobUpdate::Finished {
+            checkpoints,
+            restarts,
+            ..
+        },
+        false,
+    ) = (ended, quiet)
+    {
+        eprintln!(
+            "weir: job finished on the cluster in {:.1}s: {checkpoints} checkpoints{}",
+            started.elapsed().as_secs_f64(),
+            match restarts {
+                0 => String::new(),
+                n => format!(", {n} restarts after failures"),
+            }
+        );
+    }
+    Ok(0)
 }
 
 async fn run_script(command: Command) -> anyhow::Result<i32> {
@@ -321,6 +428,7 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         define,
         vars,
         quiet,
+        cluster,
     } = command
     else {
         unreachable!("run_script takes Command::Run")
@@ -335,31 +443,43 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     }
     let last_file = scripts.last().map(|s| s.0.clone()).unwrap_or_default();
     let in_file = |e: weir::Error| anyhow::anyhow!("{last_file}: {e}");
-    let mut engine = Engine::default();
     // Command-line settings win over the script's SET statements: they are applied before
     // the script and again after each statement.
+    let mut settings = Vec::new();
+    for d in &define {
+        let Some((k, v)) = d.split_once('=') else {
+            bail!("-D expects KEY=VALUE, got '{d}'")
+        };
+        settings.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    if let Some(m) = mode {
+        let mode = match m {
+            Mode::Streaming => "streaming",
+            Mode::Batch => "batch",
+        };
+        settings.push(("execution.runtime-mode".into(), mode.into()));
+    }
+    if let Some(p) = parallelism {
+        settings.push(("parallelism.default".into(), p.to_string()));
+    }
+    if let Some(dir) = &checkpoint_dir {
+        settings.push(("execution.checkpointing.dir".into(), dir.clone()));
+    }
+    if let Some(i) = &checkpoint_interval {
+        settings.push(("execution.checkpointing.interval".into(), i.clone()));
+    }
+    if let Some(address) = cluster {
+        let job = weir_cluster::JobDefinition {
+            scripts,
+            settings,
+            restore,
+        };
+        return run_on_cluster(&address, &job, quiet).await;
+    }
+    let mut engine = Engine::default();
     let apply_overrides = |config: &mut weir::Config| -> anyhow::Result<()> {
-        for d in &define {
-            let Some((k, v)) = d.split_once('=') else {
-                bail!("-D expects KEY=VALUE, got '{d}'")
-            };
-            config.set(k.trim(), v.trim())?;
-        }
-        if let Some(m) = mode {
-            let mode = match m {
-                Mode::Streaming => "streaming",
-                Mode::Batch => "batch",
-            };
-            config.set("execution.runtime-mode", mode)?;
-        }
-        if let Some(p) = parallelism {
-            config.set("parallelism.default", &p.to_string())?;
-        }
-        if let Some(dir) = &checkpoint_dir {
-            config.set("execution.checkpointing.dir", dir)?;
-        }
-        if let Some(i) = &checkpoint_interval {
-            config.set("execution.checkpointing.interval", i)?;
+        for (k, v) in &settings {
+            config.set(k, v)?;
         }
         Ok(())
     };

@@ -647,6 +647,17 @@ impl Engine {
 
     /// Starts a job graph with the session's configuration.
     pub async fn start(&self, graph: JobGraph, restore: Option<RestoreFrom>) -> Result<JobHandle> {
+        self.start_on(graph, restore, None).await
+    }
+
+    /// Starts a job graph with the session's configuration, its tasks on `cluster`'s
+    /// workers when one is given (see `weir_runtime::remote`).
+    pub async fn start_on(
+        &self,
+        graph: JobGraph,
+        restore: Option<RestoreFrom>,
+        cluster: Option<Arc<dyn weir_runtime::remote::Cluster>>,
+    ) -> Result<JobHandle> {
         let mut opts = JobOptions::from_config(&self.config);
         opts.restore = restore.or_else(|| self.config.savepoint_path().map(RestoreFrom::Path));
         let name = self.config.pipeline_name().unwrap_or_else(|| {
@@ -660,7 +671,10 @@ impl Engine {
             .web
             .get_or_try_init(|| weir_web::WebServer::start(&self.config))
             .await?;
-        let job = weir_runtime::start(graph, opts).await?;
+        let job = match cluster {
+            Some(cluster) => weir_runtime::start_on_cluster(graph, opts, cluster).await?,
+            None => weir_runtime::start(graph, opts).await?,
+        };
         if let Some(web) = web {
             web.jobs.add(
                 job.job_id.to_string(),

@@ -12,6 +12,7 @@ use crate::lease::Lease;
 use crate::metrics::JobMetrics;
 use crate::operator::TaskInfo;
 use crate::plan::{redistribute, upstream_tasks};
+use crate::remote::{AttemptSpec, ChannelId, Cluster, Transport};
 use crate::restore::{check_earlier_output, fingerprint, latest_of_job, lineage, resolve_restore};
 use crate::storage::CheckpointStorage;
 use crate::task::{InputChannel, Task};
@@ -217,6 +218,31 @@ impl JobController {
 /// option, a missing bucket, a checkpoint that cannot restore) is returned here; failures
 /// of the running job go through `opts.restart`.
 pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
+    start_on(graph, opts, None).await
+}
+
+/// Starts `graph` with its tasks on the workers of `cluster`; this process runs the
+/// job's checkpoint coordinator and supervises its attempts (see [`crate::remote`]).
+/// Checkpoints must go to a folder every worker reaches.
+pub async fn start_on_cluster(
+    graph: JobGraph,
+    opts: JobOptions,
+    cluster: Arc<dyn Cluster>,
+) -> Result<JobHandle> {
+    if opts.checkpoint_dir.is_none() {
+        return Err(Error::config(
+            "a job on a cluster needs execution.checkpointing.dir (--checkpoint-dir): a \
+             folder or bucket every worker reaches, where its tasks write their state",
+        ));
+    }
+    start_on(graph, opts, Some(cluster)).await
+}
+
+async fn start_on(
+    graph: JobGraph,
+    opts: JobOptions,
+    cluster: Option<Arc<dyn Cluster>>,
+) -> Result<JobHandle> {
     let job_fingerprint = fingerprint(&graph);
     let graph = graph.chained();
     let lease = match &opts.checkpoint_dir {
@@ -227,6 +253,7 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
     metrics.register_graph(&graph, opts.detailed_metrics);
     let run = Run {
         graph,
+        cluster,
         job_fingerprint,
         fence: lease.as_ref().map(Lease::fence).unwrap_or_default(),
         metrics,
@@ -262,6 +289,8 @@ pub async fn start(graph: JobGraph, opts: JobOptions) -> Result<JobHandle> {
 /// What stays the same over the attempts of one run of a job.
 struct Run {
     graph: JobGraph,
+    /// Where the tasks run when not in this process.
+    cluster: Option<Arc<dyn Cluster>>,
     job_fingerprint: u64,
     fence: crate::lease::Fence,
     metrics: Arc<JobMetrics>,
@@ -270,7 +299,8 @@ struct Run {
 
 /// One attempt at running the job: its tasks and checkpoint coordinator, ready to go.
 struct Attempt {
-    tasks: Vec<Task>,
+    /// What must end for the attempt to end: its tasks (see [`Part`]).
+    parts: Vec<Part>,
     coordinator: Coordinator,
     /// Commands for this attempt's coordinator.
     commands: mpsc::Sender<Command>,
@@ -398,8 +428,8 @@ impl Run {
         commands: &mut mpsc::Receiver<Command>,
     ) -> Result<crate::coordinator::CoordinatorOutcome> {
         let mut set = JoinSet::new();
-        for t in attempt.tasks {
-            set.spawn(t.run());
+        for part in attempt.parts {
+            set.spawn(part);
         }
         let mut coordinator = AbortOnDrop(tokio::spawn(attempt.coordinator.run()));
         let mut outcome: Option<crate::coordinator::CoordinatorOutcome> = None;
@@ -479,18 +509,22 @@ impl Run {
 
     /// Builds the tasks and the coordinator of an attempt that restores from `restore`
     /// (nothing: from scratch). `first` is the run's first attempt, which checks for
-    /// earlier runs' output.
+    /// earlier runs' output. On a cluster the tasks run on workers: the attempt's parts are
+    /// the workers' shares, and the coordinator reaches their tasks through the cluster.
     async fn prepare(&self, restore: Option<RestoreFrom>, first: bool) -> Result<Attempt> {
         let (graph, metrics) = (&self.graph, &self.metrics);
         let opts = JobOptions {
             restore,
             ..self.opts.clone()
         };
-        let storage = CheckpointStorage::at(
-            opts.checkpoint_dir.as_deref().unwrap_or(MEMORY_CHECKPOINTS),
-            opts.job_id,
-        )?
-        .incremental(opts.incremental);
+        let storage = checkpoint_storage(&opts)?;
+        // Placed first: an attempt without enough workers fails before reading state.
+        let placement = match &self.cluster {
+            Some(cluster) => Some(cluster.place(
+                &graph.vertices.iter().map(|v| v.parallelism).collect::<Vec<_>>(),
+            )?),
+            None => None,
+        };
         let (restored, mut loaded) = match resolve_restore(graph, &opts).await? {
             Some((r, loaded)) => (Some(r), loaded),
             None => (None, Vec::new()),
@@ -502,27 +536,18 @@ impl Run {
                 h.latest_restored = Some((id, location));
             });
         }
-        let lineage = lineage(restored.as_ref(), &opts, self.job_fingerprint);
-        let attempt = uuid::Uuid::new_v4();
-        let checkpoint_requests = Arc::new(tokio::sync::Notify::new());
-        let task_info = |vertex: &crate::graph::Vertex, subtask: usize| TaskInfo {
+        let context = AttemptContext {
             job_id: opts.job_id,
-            attempt,
-            lineage: lineage.clone(),
+            attempt: uuid::Uuid::new_v4(),
+            lineage: lineage(restored.as_ref(), &opts, self.job_fingerprint),
             job_fingerprint: self.job_fingerprint,
             fence: self.fence.clone(),
-            vertex_uid: vertex.uid.clone(),
-            vertex_name: vertex.name.clone(),
-            subtask,
-            parallelism: vertex.parallelism,
-            max_parallelism: opts.max_parallelism,
             metrics: metrics.clone(),
-            source_idle_timeout: opts.source_idle_timeout,
-            incremental_checkpoints: opts.incremental,
-            checkpoint_requests: checkpoint_requests.clone(),
+            opts: opts.clone(),
+            checkpoint_requests: Arc::new(tokio::sync::Notify::new()),
         };
         if restored.is_none() && first {
-            check_earlier_output(graph, &opts, &task_info).await?;
+            check_earlier_output(graph, &opts, |v, s| context.info(v, s)).await?;
         }
         // Checkpoint ids keep growing over attempts (as in Flink): a failed attempt may
         // have left a partial folder for the id after the one restored.
@@ -535,161 +560,46 @@ impl Run {
 
         let (event_tx, event_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
-
-        // Channels: one per (upstream subtask, downstream subtask) pair of every edge.
-        let n = graph.vertices.len();
-        let mut out_edges: Vec<Vec<Vec<OutEdge>>> = graph
-            .vertices
-            .iter()
-            .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
-            .collect();
-        let mut in_channels: Vec<Vec<Vec<InputChannel>>> = graph
-            .vertices
-            .iter()
-            .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
-            .collect();
-        for e in &graph.edges {
-            let (fp, tp) = (
-                graph.vertices[e.from].parallelism,
-                graph.vertices[e.to].parallelism,
-            );
-            for (s, outs) in out_edges[e.from].iter_mut().enumerate() {
-                let targets: Vec<usize> = match e.partitioning {
-                    Partitioning::Forward => {
-                        if fp != tp {
-                            return Err(Error::internal(
-                                "forward edge between different parallelisms",
-                            ));
-                        }
-                        vec![s]
-                    }
-                    _ => (0..tp).collect(),
-                };
-                let mut senders = Vec::new();
-                for t in targets {
-                    let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
-                    senders.push(tx);
-                    in_channels[e.to][t].push(InputChannel::new(rx, e.input));
-                }
-                outs.push(OutEdge {
-                    partitioning: e.partitioning.clone(),
-                    channels: senders,
-                    next: s,
-                    max_parallelism: opts.max_parallelism,
-                    metrics: metrics.task(e.from, s),
-                });
-            }
-        }
-
-        // The restored checkpoint's shared objects are in this job's shared folder when
-        // the checkpoint is this job's own (a restart): tasks refer to them by name
-        // without writing them again.
         let own_restored = restored
             .as_ref()
             .filter(|r| r.metadata.job_id == opts.job_id.to_string());
-        let known_shared: Arc<std::collections::HashSet<String>> = Arc::new(
-            own_restored
-                .iter()
-                .flat_map(|r| &r.metadata.vertices)
-                .flat_map(|v| &v.subtasks)
-                .flat_map(|s| s.shared.iter().cloned())
-                .collect(),
-        );
-        let mut controls = Vec::with_capacity(n);
-        let mut tasks = Vec::new();
-        for (v, vertex) in graph.vertices.iter().enumerate() {
-            let entry = restored
-                .as_ref()
-                .and_then(|r| r.metadata.vertex(&vertex.uid));
-            let finished_on_restore = entry.is_some_and(|e| e.fully_finished());
-            // Gather the state of every old subtask, per chain position, and split it anew.
-            let (mut source_states, mut op_states) = (None, vec![None; vertex.operators.len()]);
-            if restored.is_some() && entry.is_some() {
-                let mut src: Vec<OperatorState> = Vec::new();
-                let mut ops: Vec<Vec<OperatorState>> = vec![Vec::new(); vertex.operators.len()];
-                for snap in std::mem::take(&mut loaded[v]) {
-                    src.extend(snap.source);
-                    if snap.operators.len() != ops.len() {
-                        return Err(Error::Checkpoint(format!(
-                            "checkpoint state of '{}' has {} operators, the job has {}",
-                            vertex.name,
-                            snap.operators.len(),
-                            ops.len()
-                        )));
-                    }
-                    for (slot, st) in ops.iter_mut().zip(snap.operators) {
-                        slot.push(st);
-                    }
-                }
-                let corrupt = |e: Error| match e {
-                    Error::CorruptCheckpoint(m) => {
-                        Error::CorruptCheckpoint(format!("state of '{}': {m}", vertex.name))
-                    }
-                    e => e,
+
+        let (parts, controls) = match (&self.cluster, placement) {
+            (Some(cluster), Some(placement)) => {
+                let spec = AttemptSpec {
+                    job_id: opts.job_id,
+                    attempt: context.attempt,
+                    lineage: context.lineage.clone(),
+                    fingerprint: self.job_fingerprint,
+                    restore: restored.as_ref().map(|r| r.location.clone()),
+                    workers: placement.workers.clone(),
+                    placement: placement.of.clone(),
                 };
-                source_states = Some(
-                    redistribute(&src, vertex.parallelism, opts.max_parallelism)
-                        .map_err(corrupt)?,
-                );
-                op_states = ops
-                    .iter()
-                    .map(|o| {
-                        redistribute(o, vertex.parallelism, opts.max_parallelism)
-                            .map(Some)
-                            .map_err(corrupt)
-                    })
-                    .collect::<Result<_>>()?;
+                remote_parts(cluster.as_ref(), spec, &event_tx)
             }
-            let mut vertex_controls = Vec::new();
-            for s in 0..vertex.parallelism {
-                let info = task_info(vertex, s);
-                let source = match &vertex.source {
-                    Some(f) => {
-                        Some(f.create(&info, source_states.as_ref().map(|st| st[s].clone()))?)
-                    }
-                    None => None,
-                };
-                let operators = vertex
-                    .operators
-                    .iter()
-                    .map(|f| f.create(&info))
-                    .collect::<Result<Vec<_>>>()?;
-                let restored_ops = op_states
-                    .iter()
-                    .map(|o| o.as_ref().map(|st| st[s].clone()))
+            _ => {
+                let (tasks, controls) = build_tasks(
+                    graph,
+                    &context,
+                    restored.as_ref(),
+                    &mut loaded,
+                    &storage,
+                    &event_tx,
+                    None,
+                )?;
+                let parts: Vec<Part> = tasks.into_iter().map(|t| Box::pin(t.run()) as Part).collect();
+                let controls = controls
+                    .into_iter()
+                    .map(|v| v.into_iter().map(|c| c.expect("every task runs here")).collect())
                     .collect();
-                let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-                vertex_controls.push(ctl_tx);
-                tasks.push(Task {
-                    info,
-                    task_ref: (v, s),
-                    source,
-                    operators,
-                    restored: restored_ops,
-                    finished_on_restore,
-                    last_is_sink: vertex.operators.last().is_some_and(|o| o.is_sink()),
-                    inputs: std::mem::take(&mut in_channels[v][s]),
-                    output: OutputWriter {
-                        subtask: s,
-                        edges: std::mem::take(&mut out_edges[v][s]),
-                        metrics: metrics.task(v, s),
-                    },
-                    control: ctl_rx,
-                    events: event_tx.clone(),
-                    storage: storage.clone(),
-                    known_shared: known_shared.clone(),
-                    checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
-                    idle_timeout: opts.source_idle_timeout,
-                    metrics: metrics.task(v, s),
-                });
+                (parts, controls)
             }
-            controls.push(vertex_controls);
-        }
+        };
         drop(event_tx);
 
         let coordinator = Coordinator {
             job_id: opts.job_id,
-            lineage: lineage.clone(),
+            lineage: context.lineage.clone(),
             fence: self.fence.clone(),
             vertices: graph
                 .vertices
@@ -704,7 +614,7 @@ impl Run {
             upstream: upstream_tasks(graph),
             controls,
             storage,
-            requests: checkpoint_requests,
+            requests: context.checkpoint_requests.clone(),
             config: CoordinatorConfig {
                 interval: opts.checkpoint_interval,
                 timeout: opts.checkpoint_timeout,
@@ -726,12 +636,285 @@ impl Run {
             shared_refs: Default::default(),
         };
         Ok(Attempt {
-            tasks,
+            parts,
             coordinator,
             commands: cmd_tx,
             restored_from: restored.as_ref().map(|r| r.location.clone()),
         })
     }
+}
+
+/// One part of an attempt the supervisor waits for: a task here, or a worker's share of
+/// the tasks on a cluster.
+pub type Part = futures::future::BoxFuture<'static, Result<()>>;
+
+pub(crate) fn checkpoint_storage(opts: &JobOptions) -> Result<CheckpointStorage> {
+    Ok(CheckpointStorage::at(
+        opts.checkpoint_dir.as_deref().unwrap_or(MEMORY_CHECKPOINTS),
+        opts.job_id,
+    )?
+    .incremental(opts.incremental))
+}
+
+/// What the tasks of one attempt share.
+pub(crate) struct AttemptContext {
+    pub job_id: JobId,
+    pub attempt: uuid::Uuid,
+    pub lineage: String,
+    pub job_fingerprint: u64,
+    pub fence: crate::lease::Fence,
+    pub metrics: Arc<JobMetrics>,
+    pub opts: JobOptions,
+    pub checkpoint_requests: Arc<tokio::sync::Notify>,
+}
+
+impl AttemptContext {
+    pub fn info(&self, vertex: &crate::graph::Vertex, subtask: usize) -> TaskInfo {
+        TaskInfo {
+            job_id: self.job_id,
+            attempt: self.attempt,
+            lineage: self.lineage.clone(),
+            job_fingerprint: self.job_fingerprint,
+            fence: self.fence.clone(),
+            vertex_uid: vertex.uid.clone(),
+            vertex_name: vertex.name.clone(),
+            subtask,
+            parallelism: vertex.parallelism,
+            max_parallelism: self.opts.max_parallelism,
+            metrics: self.metrics.clone(),
+            source_idle_timeout: self.opts.source_idle_timeout,
+            incremental_checkpoints: self.opts.incremental,
+            checkpoint_requests: self.checkpoint_requests.clone(),
+        }
+    }
+}
+
+/// Which subtasks run in this process, and how their channels reach the others.
+pub(crate) struct Placed<'a> {
+    /// The worker of each subtask, per vertex.
+    pub of: &'a [Vec<usize>],
+    /// This process's worker.
+    pub me: usize,
+    pub transport: &'a dyn Transport,
+}
+
+impl Placed<'_> {
+    fn here(&self, v: usize, s: usize) -> bool {
+        self.of[v][s] == self.me
+    }
+}
+
+/// The control senders of an attempt's tasks, per vertex and subtask (`None`: the task
+/// runs in another process).
+type Controls = Vec<Vec<Option<mpsc::UnboundedSender<crate::task::Control>>>>;
+
+/// Builds the tasks of an attempt that run in this process (all of them, unless
+/// `placed` says otherwise): their channels, restored state and control channels.
+pub(crate) fn build_tasks(
+    graph: &JobGraph,
+    context: &AttemptContext,
+    restored: Option<&crate::storage::RestoredCheckpoint>,
+    loaded: &mut crate::restore::LoadedStates,
+    storage: &CheckpointStorage,
+    event_tx: &mpsc::UnboundedSender<crate::task::TaskEvent>,
+    placed: Option<&Placed<'_>>,
+) -> Result<(Vec<Task>, Controls)> {
+    let (opts, metrics) = (&context.opts, &context.metrics);
+    let here = |v: usize, s: usize| placed.is_none_or(|p| p.here(v, s));
+    // Channels: one per (upstream subtask, downstream subtask) pair of every edge. A
+    // channel between processes is a local channel at each end, joined by the transport.
+    let n = graph.vertices.len();
+    let mut out_edges: Vec<Vec<Vec<OutEdge>>> = graph
+        .vertices
+        .iter()
+        .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
+        .collect();
+    let mut in_channels: Vec<Vec<Vec<InputChannel>>> = graph
+        .vertices
+        .iter()
+        .map(|v| (0..v.parallelism).map(|_| Vec::new()).collect())
+        .collect();
+    for (edge, e) in graph.edges.iter().enumerate() {
+        let (fp, tp) = (
+            graph.vertices[e.from].parallelism,
+            graph.vertices[e.to].parallelism,
+        );
+        for (s, outs) in out_edges[e.from].iter_mut().enumerate() {
+            let targets: Vec<usize> = match e.partitioning {
+                Partitioning::Forward => {
+                    if fp != tp {
+                        return Err(Error::internal(
+                            "forward edge between different parallelisms",
+                        ));
+                    }
+                    vec![s]
+                }
+                _ => (0..tp).collect(),
+            };
+            let mut senders = Vec::new();
+            for t in targets {
+                let (sends, receives) = (here(e.from, s), here(e.to, t));
+                if !sends && !receives {
+                    continue;
+                }
+                let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
+                let channel = ChannelId { edge, from: s, to: t };
+                match (placed, sends, receives) {
+                    (Some(p), true, false) => p.transport.outgoing(channel, p.of[e.to][t], rx),
+                    _ => in_channels[e.to][t].push(InputChannel::new(rx, e.input)),
+                }
+                match (placed, sends, receives) {
+                    (Some(p), false, true) => p.transport.incoming(channel, tx),
+                    _ => senders.push(tx),
+                }
+            }
+            if here(e.from, s) {
+                outs.push(OutEdge {
+                    partitioning: e.partitioning.clone(),
+                    channels: senders,
+                    next: s,
+                    max_parallelism: opts.max_parallelism,
+                    metrics: metrics.task(e.from, s),
+                });
+            }
+        }
+    }
+
+    // The restored checkpoint's shared objects are in this job's shared folder when
+    // the checkpoint is this job's own (a restart): tasks refer to them by name
+    // without writing them again.
+    let own_restored = restored.filter(|r| r.metadata.job_id == opts.job_id.to_string());
+    let known_shared: Arc<std::collections::HashSet<String>> = Arc::new(
+        own_restored
+            .iter()
+            .flat_map(|r| &r.metadata.vertices)
+            .flat_map(|v| &v.subtasks)
+            .flat_map(|s| s.shared.iter().cloned())
+            .collect(),
+    );
+    let mut controls = Vec::with_capacity(n);
+    let mut tasks = Vec::new();
+    for (v, vertex) in graph.vertices.iter().enumerate() {
+        let entry = restored.and_then(|r| r.metadata.vertex(&vertex.uid));
+        let finished_on_restore = entry.is_some_and(|e| e.fully_finished());
+        // Gather the state of every old subtask, per chain position, and split it anew.
+        let (mut source_states, mut op_states) = (None, vec![None; vertex.operators.len()]);
+        if restored.is_some() && entry.is_some() {
+            let mut src: Vec<OperatorState> = Vec::new();
+            let mut ops: Vec<Vec<OperatorState>> = vec![Vec::new(); vertex.operators.len()];
+            for snap in std::mem::take(&mut loaded[v]) {
+                src.extend(snap.source);
+                if snap.operators.len() != ops.len() {
+                    return Err(Error::Checkpoint(format!(
+                        "checkpoint state of '{}' has {} operators, the job has {}",
+                        vertex.name,
+                        snap.operators.len(),
+                        ops.len()
+                    )));
+                }
+                for (slot, st) in ops.iter_mut().zip(snap.operators) {
+                    slot.push(st);
+                }
+            }
+            let corrupt = |e: Error| match e {
+                Error::CorruptCheckpoint(m) => {
+                    Error::CorruptCheckpoint(format!("state of '{}': {m}", vertex.name))
+                }
+                e => e,
+            };
+            source_states = Some(
+                redistribute(&src, vertex.parallelism, opts.max_parallelism).map_err(corrupt)?,
+            );
+            op_states = ops
+                .iter()
+                .map(|o| {
+                    redistribute(o, vertex.parallelism, opts.max_parallelism)
+                        .map(Some)
+                        .map_err(corrupt)
+                })
+                .collect::<Result<_>>()?;
+        }
+        let mut vertex_controls = Vec::new();
+        for s in 0..vertex.parallelism {
+            if !here(v, s) {
+                vertex_controls.push(None);
+                continue;
+            }
+            let info = context.info(vertex, s);
+            let source = match &vertex.source {
+                Some(f) => Some(f.create(&info, source_states.as_ref().map(|st| st[s].clone()))?),
+                None => None,
+            };
+            let operators = vertex
+                .operators
+                .iter()
+                .map(|f| f.create(&info))
+                .collect::<Result<Vec<_>>>()?;
+            let restored_ops = op_states
+                .iter()
+                .map(|o| o.as_ref().map(|st| st[s].clone()))
+                .collect();
+            let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+            vertex_controls.push(Some(ctl_tx));
+            tasks.push(Task {
+                info,
+                task_ref: (v, s),
+                source,
+                operators,
+                restored: restored_ops,
+                finished_on_restore,
+                last_is_sink: vertex.operators.last().is_some_and(|o| o.is_sink()),
+                inputs: std::mem::take(&mut in_channels[v][s]),
+                output: OutputWriter {
+                    subtask: s,
+                    edges: std::mem::take(&mut out_edges[v][s]),
+                    metrics: metrics.task(v, s),
+                },
+                control: ctl_rx,
+                events: event_tx.clone(),
+                storage: storage.clone(),
+                known_shared: known_shared.clone(),
+                checkpoints_after_finish: opts.checkpoints_after_tasks_finish,
+                idle_timeout: opts.source_idle_timeout,
+                metrics: metrics.task(v, s),
+            });
+        }
+        controls.push(vertex_controls);
+    }
+    Ok((tasks, controls))
+}
+
+/// The parts of an attempt on a cluster, one per worker that runs tasks, and the control
+/// senders the coordinator uses for every task.
+fn remote_parts(
+    cluster: &dyn Cluster,
+    spec: AttemptSpec,
+    event_tx: &mpsc::UnboundedSender<crate::task::TaskEvent>,
+) -> (Vec<Part>, Vec<Vec<mpsc::UnboundedSender<crate::task::Control>>>) {
+    let mut per_worker: Vec<Vec<_>> = (0..spec.workers.len()).map(|_| Vec::new()).collect();
+    let controls = spec
+        .placement
+        .iter()
+        .enumerate()
+        .map(|(v, subtasks)| {
+            subtasks
+                .iter()
+                .enumerate()
+                .map(|(s, &w)| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    per_worker[w].push(((v, s), rx));
+                    tx
+                })
+                .collect()
+        })
+        .collect();
+    let parts = per_worker
+        .into_iter()
+        .enumerate()
+        .filter(|(_, controls)| !controls.is_empty())
+        .map(|(w, controls)| cluster.run_part(w, spec.clone(), controls, event_tx.clone()))
+        .collect();
+    (parts, controls)
 }
 
 /// Where checkpoints go when no folder is set: this process's memory.

@@ -20,6 +20,7 @@ pub mod message;
 pub mod metrics;
 pub mod operator;
 pub mod plan;
+pub mod remote;
 mod restore;
 pub mod s3_uploads;
 pub mod source;
@@ -34,7 +35,9 @@ mod upload;
 pub use async_trait::async_trait;
 pub use checkpoint::{CheckpointMetadata, OperatorState, StateDistribution, SubtaskStatus};
 pub use graph::{Edge, JobGraph, Partitioning, Vertex};
-pub use job::{JobController, JobHandle, JobOptions, JobOutcome, RestoreFrom, start};
+pub use job::{
+    JobController, JobHandle, JobOptions, JobOutcome, RestoreFrom, start, start_on_cluster,
+};
 pub use lease::Fence;
 pub use message::{Barrier, CheckpointKind, Message, StopMode, WatermarkStatus};
 pub use metrics::JobMetrics;

@@ -2,10 +2,11 @@
 //! data-plane event; there are no side channels for data-plane events.
 
 use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
 use weir_common::CheckpointId;
 
 /// Why a task stops producing data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StopMode {
     /// Input is exhausted (or stop-with-savepoint --drain): operators call `end_input`
     /// and `finish`, and the job commits everything.
@@ -16,21 +17,21 @@ pub enum StopMode {
 }
 
 /// Checkpoint or savepoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CheckpointKind {
     Checkpoint,
     Savepoint,
 }
 
 /// A checkpoint barrier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Barrier {
     pub id: CheckpointId,
     pub kind: CheckpointKind,
 }
 
 /// Whether an upstream subtask currently produces data (Flink's `WatermarkStatus`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WatermarkStatus {
     /// No data for `table.exec.source.idle-timeout`: the channel's watermark does not hold
     /// back the combined watermark downstream.

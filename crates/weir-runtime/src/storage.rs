@@ -186,7 +186,7 @@ pub struct CheckpointStorage {
 const SHARED_PUTS_IN_FLIGHT: usize = 16;
 
 /// What writing a task's state did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WrittenState {
     /// Of the state file.
     pub digest: FileDigest,

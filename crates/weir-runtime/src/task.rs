@@ -38,8 +38,8 @@ use tokio::time::Instant;
 use weir_common::{CheckpointId, Error, MAX_WATERMARK, Result};
 
 /// From the coordinator to a task.
-#[derive(Debug, Clone)]
-pub(crate) enum Control {
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub enum Control {
     /// Start checkpoint `barrier` here: sent to tasks with no running upstream task.
     Trigger(Barrier),
     /// Stop with savepoint `barrier`: end input (`mode` says whether to drain), then take
@@ -56,8 +56,8 @@ pub(crate) enum Control {
 }
 
 /// From a task to the coordinator.
-#[derive(Debug)]
-pub(crate) enum TaskEvent {
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub enum TaskEvent {
     Ack {
         task: TaskRef,
         id: CheckpointId,
@@ -77,6 +77,8 @@ pub(crate) enum TaskEvent {
     Declined {
         task: TaskRef,
         id: CheckpointId,
+        /// Crosses processes as its text (see [`crate::remote`]).
+        #[serde(with = "crate::remote::error_text")]
         error: weir_common::Error,
     },
 }

@@ -1,0 +1,370 @@
+//! The coordinator process (`weir coordinator`, Flink's job manager): keeps the registry
+//! of workers, takes job submissions, and runs each job's supervisor and checkpoint
+//! coordinator with the job's tasks placed on the workers ([`ClusterJob`] is the
+//! runtime's [`Cluster`]).
+//!
+//! A worker is lost when its control stream ends (its process died, the connection
+//! broke) or sends nothing for `heartbeat.timeout`: the parts it ran fail, and with them
+//! their attempts, which the job's restart strategy restarts on the workers left.
+
+use crate::JobDefinition;
+use crate::service::{Node, serve, status};
+use crate::wire::{ToCoordinator, ToWorker, control_frame, read_control};
+use arrow_flight::{Action, FlightData};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tonic::{Response, Status, Streaming};
+use weir_common::{Error, Result};
+use weir_runtime::remote::{AttemptSpec, Cluster, Control, Placement, TaskEvent, TaskRef, spread};
+
+/// The `submit` action's result messages (JSON in each result's body).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub enum JobUpdate {
+    Started {
+        job_id: String,
+        restored_from: Option<String>,
+    },
+    Finished {
+        checkpoints: u64,
+        restarts: u64,
+        last_checkpoint: Option<String>,
+    },
+}
+
+/// A registered worker.
+struct WorkerEntry {
+    slots: usize,
+    data_address: String,
+    to_worker: mpsc::UnboundedSender<ToWorker>,
+    /// The parts of attempts it runs.
+    parts: HashMap<uuid::Uuid, PartEntry>,
+}
+
+/// What the coordinator keeps of a part a worker runs.
+struct PartEntry {
+    events: mpsc::UnboundedSender<TaskEvent>,
+    ended: Option<oneshot::Sender<std::result::Result<(), String>>>,
+}
+
+/// The coordinator's state, shared by its Flight service and its jobs.
+pub struct CoordinatorState {
+    workers: Mutex<BTreeMap<u64, WorkerEntry>>,
+    next_worker: std::sync::atomic::AtomicU64,
+    heartbeat_timeout: Duration,
+}
+
+/// A running coordinator.
+pub struct Coordinator {
+    pub address: SocketAddr,
+    pub state: Arc<CoordinatorState>,
+}
+
+impl Coordinator {
+    /// Listens on `listen` (`host:port`; port 0 picks one). A worker that sends nothing
+    /// for `heartbeat_timeout` is lost.
+    pub async fn start(listen: &str, heartbeat_timeout: Duration) -> Result<Coordinator> {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| Error::config(format!("cannot listen on '{listen}': {e}")))?;
+        let state = Arc::new(CoordinatorState {
+            workers: Mutex::new(BTreeMap::new()),
+            next_worker: 1.into(),
+            heartbeat_timeout,
+        });
+        let address = serve(Node::Coordinator(state.clone()), listener)?;
+        Ok(Coordinator { address, state })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl CoordinatorState {
+    /// Registered workers: (id, slots, data address).
+    pub fn workers(&self) -> Vec<(u64, usize, String)> {
+        lock(&self.workers)
+            .iter()
+            .map(|(id, w)| (*id, w.slots, w.data_address.clone()))
+            .collect()
+    }
+
+    /// A worker's control stream: registration first, then heartbeats, events and ends
+    /// of parts, until it ends or falls silent.
+    pub(crate) async fn worker_stream(
+        self: Arc<Self>,
+        mut inbound: Streaming<FlightData>,
+    ) -> std::result::Result<Response<BoxStream<'static, std::result::Result<FlightData, Status>>>, Status>
+    {
+        let first = match tokio::time::timeout(self.heartbeat_timeout, inbound.next()).await {
+            Ok(Some(Ok(frame))) => frame,
+            _ => return Err(Status::invalid_argument("a worker must register first")),
+        };
+        let ToCoordinator::Register {
+            slots,
+            data_address,
+        } = read_control(&first).map_err(status)?
+        else {
+            return Err(Status::invalid_argument("a worker must register first"));
+        };
+        let id = self
+            .next_worker
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (to_worker, outbound) = mpsc::unbounded_channel::<ToWorker>();
+        let _ = to_worker.send(ToWorker::Registered { worker_id: id });
+        lock(&self.workers).insert(
+            id,
+            WorkerEntry {
+                slots,
+                data_address: data_address.clone(),
+                to_worker,
+                parts: HashMap::new(),
+            },
+        );
+        tracing::info!("worker {id} registered: {slots} slot(s), data at {data_address}");
+        let state = self.clone();
+        tokio::spawn(async move {
+            let why = loop {
+                match tokio::time::timeout(state.heartbeat_timeout, inbound.next()).await {
+                    Err(_) => {
+                        break format!(
+                            "sent no heartbeat for {} ms (heartbeat.timeout)",
+                            state.heartbeat_timeout.as_millis()
+                        );
+                    }
+                    Ok(None) => break "closed its connection".to_string(),
+                    Ok(Some(Err(e))) => break format!("connection failed: {}", e.message()),
+                    Ok(Some(Ok(frame))) => match read_control::<ToCoordinator>(&frame) {
+                        Ok(msg) => state.on_message(id, msg),
+                        Err(e) => break e.to_string(),
+                    },
+                }
+            };
+            state.lose(id, &why);
+        });
+        let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(outbound)
+            .map(|msg| Ok(control_frame(&msg)));
+        Ok(Response::new(stream.boxed()))
+    }
+
+    fn on_message(&self, worker: u64, msg: ToCoordinator) {
+        let mut workers = lock(&self.workers);
+        let Some(entry) = workers.get_mut(&worker) else {
+            return;
+        };
+        match msg {
+            ToCoordinator::Register { .. } | ToCoordinator::Heartbeat => {}
+            ToCoordinator::Event { attempt, event } => {
+                if let Some(part) = entry.parts.get(&attempt) {
+                    let _ = part.events.send(event);
+                }
+            }
+            ToCoordinator::PartEnded { attempt, error } => {
+                if let Some(mut part) = entry.parts.remove(&attempt)
+                    && let Some(ended) = part.ended.take()
+                {
+                    let _ = ended.send(error.map_or(Ok(()), Err));
+                }
+            }
+        }
+    }
+
+    /// Forgets a worker: the parts it ran fail.
+    fn lose(&self, worker: u64, why: &str) {
+        let Some(entry) = lock(&self.workers).remove(&worker) else {
+            return;
+        };
+        tracing::warn!("worker {worker} ({}) is lost: {why}", entry.data_address);
+        for (_, mut part) in entry.parts {
+            if let Some(ended) = part.ended.take() {
+                let _ = ended.send(Err(format!("the worker was lost: {why}")));
+            }
+        }
+    }
+
+    /// `submit`: runs a job and reports its start and end on the result stream.
+    pub(crate) async fn action(
+        self: Arc<Self>,
+        action: Action,
+    ) -> std::result::Result<
+        Response<BoxStream<'static, std::result::Result<arrow_flight::Result, Status>>>,
+        Status,
+    > {
+        if action.r#type != "submit" {
+            return Err(Status::unimplemented(format!(
+                "unknown action '{}'",
+                action.r#type
+            )));
+        }
+        let job: JobDefinition = serde_json::from_slice(&action.body)
+            .map_err(|e| Status::invalid_argument(format!("unreadable job: {e}")))?;
+        let (updates, rx) = mpsc::unbounded_channel();
+        let update = |u: &JobUpdate| {
+            Ok(arrow_flight::Result {
+                body: serde_json::to_vec(u).expect("updates serialize").into(),
+            })
+        };
+        let (engine, graph) = job.compile().await.map_err(status)?;
+        let restore = job.restore.as_ref().map(|r| match r.as_str() {
+            "latest" => weir_runtime::RestoreFrom::Latest,
+            path => weir_runtime::RestoreFrom::Path(path.to_string()),
+        });
+        let cluster = Arc::new(ClusterJob {
+            state: self.clone(),
+            job,
+        });
+        let handle = engine
+            .start_on(graph, restore, Some(cluster))
+            .await
+            .map_err(status)?;
+        tracing::info!("job {} started", handle.job_id);
+        let _ = updates.send(update(&JobUpdate::Started {
+            job_id: handle.job_id.to_string(),
+            restored_from: handle.restored_from.clone(),
+        }));
+        tokio::spawn(async move {
+            let job_id = handle.job_id;
+            // The session lives as long as the job (its REST server, if any).
+            let _engine = engine;
+            let ended = match handle.wait().await {
+                Ok(o) => {
+                    tracing::info!("job {job_id} finished");
+                    update(&JobUpdate::Finished {
+                        checkpoints: o.checkpoints_completed,
+                        restarts: o.restarts,
+                        last_checkpoint: o.last_checkpoint,
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!("job {job_id} failed: {e}");
+                    Err(status(e))
+                }
+            };
+            let _ = updates.send(ended);
+        });
+        Ok(Response::new(
+            tokio_stream::wrappers::UnboundedReceiverStream::new(rx).boxed(),
+        ))
+    }
+}
+
+/// One job's view of the cluster.
+struct ClusterJob {
+    state: Arc<CoordinatorState>,
+    job: JobDefinition,
+}
+
+impl Cluster for ClusterJob {
+    fn place(&self, parallelism: &[usize]) -> Result<Placement> {
+        let workers = self.state.workers();
+        let slots: Vec<usize> = workers.iter().map(|w| w.1).collect();
+        let of = spread(parallelism, &slots)?;
+        Ok(Placement {
+            workers: workers.into_iter().map(|w| w.2).collect(),
+            of,
+        })
+    }
+
+    fn run_part(
+        &self,
+        worker: usize,
+        spec: AttemptSpec,
+        controls: Vec<(TaskRef, mpsc::UnboundedReceiver<Control>)>,
+        events: mpsc::UnboundedSender<TaskEvent>,
+    ) -> weir_runtime::job::Part {
+        let address = spec.workers[worker].clone();
+        let attempt = spec.attempt;
+        let (ended_tx, ended_rx) = oneshot::channel();
+        let to_worker = {
+            let mut workers = lock(&self.state.workers);
+            workers
+                .iter_mut()
+                .find(|(_, w)| w.data_address == address)
+                .map(|(id, w)| {
+                    w.parts.insert(
+                        attempt,
+                        PartEntry {
+                            events,
+                            ended: Some(ended_tx),
+                        },
+                    );
+                    (*id, w.to_worker.clone())
+                })
+        };
+        let Some((worker_id, to_worker)) = to_worker else {
+            return Box::pin(async move {
+                Err(Error::External(format!("worker {address} is gone")))
+            });
+        };
+        let _ = to_worker.send(ToWorker::Start {
+            job: self.job.clone(),
+            spec,
+            me: worker,
+        });
+        // The coordinator's messages for the part's tasks, in order per task.
+        let forward = {
+            let to_worker = to_worker.clone();
+            let merged = futures::stream::select_all(controls.into_iter().map(|(task, rx)| {
+                tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(move |c| (task, c))
+            }));
+            tokio::spawn(async move {
+                let mut merged = merged;
+                while let Some((task, control)) = merged.next().await {
+                    let _ = to_worker.send(ToWorker::Control {
+                        attempt,
+                        task,
+                        control,
+                    });
+                }
+            })
+        };
+        let cancel = CancelOnDrop {
+            state: self.state.clone(),
+            worker_id,
+            attempt,
+            to_worker,
+            forward,
+            done: false,
+        };
+        Box::pin(async move {
+            let mut cancel = cancel;
+            let result = ended_rx.await;
+            cancel.done = true;
+            match result {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(why)) => Err(Error::External(format!("worker {address}: {why}"))),
+                Err(_) => Err(Error::External(format!("worker {address} was lost"))),
+            }
+        })
+    }
+}
+
+/// Cancels a worker's part of an attempt when the coordinator gives the part up before
+/// it ended (the attempt failed elsewhere, or the job was cancelled).
+struct CancelOnDrop {
+    state: Arc<CoordinatorState>,
+    worker_id: u64,
+    attempt: uuid::Uuid,
+    to_worker: mpsc::UnboundedSender<ToWorker>,
+    forward: tokio::task::JoinHandle<()>,
+    done: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.forward.abort();
+        if !self.done {
+            let _ = self.to_worker.send(ToWorker::Cancel {
+                attempt: self.attempt,
+            });
+            if let Some(w) = lock(&self.state.workers).get_mut(&self.worker_id) {
+                w.parts.remove(&self.attempt);
+            }
+        }
+    }
+}

@@ -131,8 +131,11 @@ impl Drop for LocalCluster {
     }
 }
 
-/// Every golden script (see `golden.rs`) at parallelism 3, one subtask of each operator
-/// per worker, with checkpoints: the committed rows are the golden file's.
+/// Every golden script (see `golden.rs`) as its checkpointed run goes there (parallelism
+/// 2, checkpoints every 100 ms), its subtasks on two of the three workers: the committed
+/// rows are the golden file's. (Not at parallelism 3: a job started at 3 splits its
+/// generators three ways, and the temporal join's versions then depend on how the splits
+/// interleave, in one process as on a cluster.)
 #[test]
 fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
     let tmp = tempfile::tempdir().unwrap();
@@ -168,16 +171,21 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
         cluster.run_ok(&[
             script.to_str().unwrap(),
             "-p",
-            "3",
+            "2",
             "--checkpoint-dir",
             chk.to_str().unwrap(),
             "--checkpoint-interval",
             "100 ms",
         ]);
-        assert_eq!(
-            materialize(committed_lines(&out)),
-            expected,
-            "{name}: the cluster's rows differ from the golden file\n{}",
+        let got = materialize(committed_lines(&out));
+        let missing: Vec<_> = expected.iter().filter(|l| !got.contains(l)).take(5).collect();
+        let extra: Vec<_> = got.iter().filter(|l| !expected.contains(l)).take(5).collect();
+        assert!(
+            got == expected,
+            "{name}: the cluster committed {} rows, the golden file has {}; missing (first \
+             5): {missing:?}; not expected (first 5): {extra:?}\n{}",
+            got.len(),
+            expected.len(),
             cluster.all_logs()
         );
     }

@@ -15,29 +15,46 @@ struct LocalCluster {
     workers: Vec<Child>,
     logs: PathBuf,
     started: usize,
+    coordinators: usize,
+}
+
+/// Starts a coordinator on `address` that records its jobs under `logs/ha`.
+fn start_coordinator(address: &str, logs: &Path, n: usize) -> Child {
+    let ha = logs.join("ha");
+    weir()
+        .args(["coordinator", "--listen", address, "--heartbeat-timeout", "3 s"])
+        .args(["--ha-dir", ha.to_str().unwrap()])
+        .env("WEIR_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(logs.join(format!("coordinator-{n}.log"))).unwrap())
+        .spawn()
+        .unwrap()
 }
 
 impl LocalCluster {
     fn start(workers: usize, logs: &Path) -> LocalCluster {
         let address = format!("127.0.0.1:{}", free_port());
-        let coordinator = weir()
-            .args(["coordinator", "--listen", &address, "--heartbeat-timeout", "3 s"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(logs.join("coordinator.log")).unwrap())
-            .spawn()
-            .unwrap();
         let mut cluster = LocalCluster {
+            coordinator: start_coordinator(&address, logs, 1),
             address,
-            coordinator,
             workers: Vec::new(),
             logs: logs.to_path_buf(),
             started: 0,
+            coordinators: 1,
         };
         for _ in 0..workers {
             let w = cluster.start_worker();
             cluster.workers.push(w);
         }
         cluster
+    }
+
+    /// SIGKILLs the coordinator and starts a new one on the same address and records.
+    fn restart_coordinator(&mut self) {
+        self.coordinator.kill().unwrap();
+        self.coordinator.wait().unwrap();
+        self.coordinators += 1;
+        self.coordinator = start_coordinator(&self.address, &self.logs, self.coordinators);
     }
 
     /// Starts a worker and waits until it registered.
@@ -191,18 +208,14 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
     }
 }
 
-/// 30 000 rows through a keyed TUMBLE aggregate (a hash exchange between the workers) at
-/// parallelism 3; a worker is SIGKILLed ten times at random moments and a new one
-/// started each time. The job restarts from its latest checkpoint on the workers there
-/// are, and every window is committed exactly once with its exact count and sum.
-#[test]
-fn killed_workers_lose_and_duplicate_no_committed_row() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut cluster = LocalCluster::start(3, tmp.path());
-    let out = tmp.path().join("out");
-    let chk = tmp.path().join("chk");
+/// A job of 30 000 rows through a keyed TUMBLE aggregate (a hash exchange between the
+/// workers) at parallelism 3, about 12 s long, restarting after failures: its script
+/// and its arguments.
+fn windowed_job(dir: &Path) -> (PathBuf, Vec<String>) {
+    let out = dir.join("out");
+    let chk = dir.join("chk");
     let script = write_script(
-        tmp.path(),
+        dir,
         "job.sql",
         &format!(
             "CREATE TABLE gen (
@@ -223,7 +236,7 @@ fn killed_workers_lose_and_duplicate_no_committed_row() {
             out.display()
         ),
     );
-    let mut job = cluster.submit(&[
+    let args = [
         script.to_str().unwrap(),
         "-p",
         "3",
@@ -237,57 +250,15 @@ fn killed_workers_lose_and_duplicate_no_committed_row() {
         "restart-strategy.fixed-delay.attempts=1000",
         "-D",
         "restart-strategy.fixed-delay.delay=200 ms",
-    ]);
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
-    let mut kills = 0;
-    let started = Instant::now();
-    while kills < 10 {
-        std::thread::sleep(Duration::from_millis(400 + next(800)));
-        if job.try_wait().unwrap().is_some() {
-            break;
-        }
-        let victim = next(cluster.workers.len() as u64) as usize;
-        let mut w = cluster.workers.remove(victim);
-        w.kill().unwrap();
-        w.wait().unwrap();
-        kills += 1;
-        let replacement = cluster.start_worker();
-        cluster.workers.push(replacement);
-        assert!(
-            started.elapsed() < Duration::from_secs(240),
-            "the job does not progress:\n{}",
-            cluster.all_logs()
-        );
-    }
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let status = loop {
-        if let Some(status) = job.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the job did not finish after {kills} kills:\n{}",
-            cluster.all_logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let err = stderr_of(&mut job);
-    assert!(status.success(), "the job failed: {err}\n{}", cluster.all_logs());
-    assert!(
-        kills >= 10,
-        "the job finished after only {kills} kills; slow its source down"
-    );
-    assert!(err.contains("restarts after failures"), "{err}");
+    ];
+    (out, args.iter().map(|a| a.to_string()).collect())
+}
 
-    // Window w (of 100 rows: seq 100w .. 100w+99) holds 10 rows of each k = seq % 10.
+/// Window w (of 100 rows: seq 100w .. 100w+99) holds 10 rows of each k = seq % 10: every
+/// one of the 3 000 (k, window) rows is committed once, with its count and sum.
+fn assert_windows_exactly_once(out: &Path) {
     let mut seen = std::collections::BTreeMap::new();
-    for line in committed_lines(&out) {
+    for line in committed_lines(out) {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         let key = (v["k"].as_i64().unwrap(), v["window_start"].as_str().unwrap().to_string());
         let row = (v["n"].as_i64().unwrap(), v["total"].as_i64().unwrap());
@@ -306,4 +277,93 @@ fn killed_workers_lose_and_duplicate_no_committed_row() {
     let mut expected: Vec<(i64, i64)> = expected_total.values().map(|&t| (10, t)).collect();
     expected.sort();
     assert_eq!(totals, expected, "counts or sums of windows differ");
+}
+
+/// Kills something of `cluster` `kills` times, 400–1200 ms apart, while `job` runs; then
+/// waits for the job to end well and returns its stderr.
+fn kill_while_running(
+    cluster: &mut LocalCluster,
+    job: &mut Child,
+    kills: usize,
+    mut kill: impl FnMut(&mut LocalCluster, u64),
+) -> String {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut done = 0;
+    while done < kills {
+        std::thread::sleep(Duration::from_millis(400 + next(800)));
+        if job.try_wait().unwrap().is_some() {
+            break;
+        }
+        kill(cluster, next(1 << 20));
+        done += 1;
+    }
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let status = loop {
+        if let Some(status) = job.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job did not finish after {done} kills:\n{}",
+            cluster.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = stderr_of(job);
+    assert!(status.success(), "the job failed: {err}\n{}", cluster.all_logs());
+    assert_eq!(done, kills, "the job finished after only {done} kills; slow its source down");
+    err
+}
+
+/// The windowed job at parallelism 3; a worker is SIGKILLed ten times at random moments
+/// and a new one started each time. The job restarts from its latest checkpoint on the
+/// workers there are, and every window is committed exactly once.
+#[test]
+fn killed_workers_lose_and_duplicate_no_committed_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cluster = LocalCluster::start(3, tmp.path());
+    let (out, args) = windowed_job(tmp.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut job = cluster.submit(&args);
+    let err = kill_while_running(&mut cluster, &mut job, 10, |cluster, r| {
+        let victim = r as usize % cluster.workers.len();
+        let mut w = cluster.workers.remove(victim);
+        w.kill().unwrap();
+        w.wait().unwrap();
+        let replacement = cluster.start_worker();
+        cluster.workers.push(replacement);
+    });
+    assert!(err.contains("restarts after failures"), "{err}");
+    assert_windows_exactly_once(&out);
+}
+
+/// The windowed job; the coordinator is SIGKILLed three times and started again on its
+/// records. Each new coordinator resumes the job from its latest checkpoint on the
+/// workers (which register again), the submitting `weir run` follows it there, and every
+/// window is committed exactly once.
+#[test]
+fn a_killed_coordinator_resumes_its_job_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cluster = LocalCluster::start(3, tmp.path());
+    let (out, args) = windowed_job(tmp.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut job = cluster.submit(&args);
+    kill_while_running(&mut cluster, &mut job, 3, |cluster, _| {
+        cluster.restart_coordinator();
+    });
+    let resumed = (2..=4)
+        .filter(|n| {
+            std::fs::read_to_string(tmp.path().join(format!("coordinator-{n}.log")))
+                .unwrap()
+                .contains("resuming job")
+        })
+        .count();
+    assert_eq!(resumed, 3, "every new coordinator resumes the job\n{}", cluster.all_logs());
+    assert_windows_exactly_once(&out);
 }

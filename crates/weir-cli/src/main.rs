@@ -87,6 +87,14 @@ enum Command {
         /// A worker that sends nothing for this long is lost (Flink's heartbeat.timeout).
         #[arg(long, default_value = "50 s")]
         heartbeat_timeout: String,
+        /// How long a job waits for enough task slots (Flink's slot.request.timeout).
+        #[arg(long, default_value = "5 min")]
+        slot_timeout: String,
+        /// Folder or URL where the coordinator records the jobs it runs; a coordinator
+        /// started again on it resumes them from their latest checkpoints (Flink's
+        /// high-availability.storageDir).
+        #[arg(long, value_name = "DIR")]
+        ha_dir: Option<String>,
     },
     /// Run a worker (Flink's task manager): it registers with a coordinator and runs the
     /// subtasks the coordinator places on it.
@@ -343,9 +351,19 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Coordinator {
             listen,
             heartbeat_timeout,
+            slot_timeout,
+            ha_dir,
         } => {
-            let timeout = weir::common::config::parse_duration(&heartbeat_timeout)?;
-            let c = weir_cluster::coordinator::Coordinator::start(&listen, timeout).await?;
+            use weir::common::config::parse_duration;
+            let c = weir_cluster::coordinator::Coordinator::start(
+                weir_cluster::coordinator::CoordinatorConfig {
+                    listen,
+                    heartbeat_timeout: parse_duration(&heartbeat_timeout)?,
+                    slot_timeout: parse_duration(&slot_timeout)?,
+                    ha_dir,
+                },
+            )
+            .await?;
             eprintln!("weir: coordinator listening on {}", c.address);
             futures::future::pending::<()>().await;
             Ok(0)
@@ -381,7 +399,9 @@ async fn run_on_cluster(
 ) -> anyhow::Result<i32> {
     use weir_cluster::coordinator::JobUpdate;
     let started = Instant::now();
-    let ended = weir_cluster::client::submit(address, job, |update| {
+    // A coordinator that restarts is waited for (and follows the job again) this long.
+    let reconnect_for = Duration::from_secs(300);
+    let ended = weir_cluster::client::submit(address, job, reconnect_for, |update| {
         if let JobUpdate::Started {
             job_id,
             restored_from,

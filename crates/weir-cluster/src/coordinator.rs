@@ -17,13 +17,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use object_store::ObjectStoreExt as _;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
 use weir_runtime::remote::{AttemptSpec, Cluster, Control, Placement, TaskEvent, TaskRef, spread};
 
 /// The `submit` action's result messages (JSON in each result's body).
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum JobUpdate {
     Started {
         job_id: String,
@@ -56,6 +57,25 @@ pub struct CoordinatorState {
     workers: Mutex<BTreeMap<u64, WorkerEntry>>,
     next_worker: std::sync::atomic::AtomicU64,
     heartbeat_timeout: Duration,
+    slot_timeout: Duration,
+    /// Jobs submitted to this coordinator, by submission id.
+    jobs: Mutex<HashMap<uuid::Uuid, tokio::sync::watch::Receiver<JobStatus>>>,
+    records: JobRecords,
+}
+
+/// How a coordinator runs.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// Where it listens for workers and submissions (`host:port`; port 0 picks one).
+    pub listen: String,
+    /// A worker that sends nothing this long is lost (`heartbeat.timeout`).
+    pub heartbeat_timeout: Duration,
+    /// How long a job waits for enough task slots before it starts anyway (and fails to
+    /// place its tasks) (`slot.request.timeout`).
+    pub slot_timeout: Duration,
+    /// Where it records the jobs it runs, to resume them after a restart
+    /// (`high-availability.storageDir`; a folder or URL).
+    pub ha_dir: Option<String>,
 }
 
 /// A running coordinator.
@@ -65,18 +85,25 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// Listens on `listen` (`host:port`; port 0 picks one). A worker that sends nothing
-    /// for `heartbeat_timeout` is lost.
-    pub async fn start(listen: &str, heartbeat_timeout: Duration) -> Result<Coordinator> {
-        let listener = tokio::net::TcpListener::bind(listen)
+    /// Listens, and resumes the jobs recorded under the configuration's `ha_dir`.
+    pub async fn start(config: CoordinatorConfig) -> Result<Coordinator> {
+        let records = JobRecords(match &config.ha_dir {
+            Some(dir) => Some(weir_runtime::storage::resolve_location(dir)?),
+            None => None,
+        });
+        let listener = tokio::net::TcpListener::bind(&config.listen)
             .await
-            .map_err(|e| Error::config(format!("cannot listen on '{listen}': {e}")))?;
+            .map_err(|e| Error::config(format!("cannot listen on '{}': {e}", config.listen)))?;
         let state = Arc::new(CoordinatorState {
             workers: Mutex::new(BTreeMap::new()),
             next_worker: 1.into(),
-            heartbeat_timeout,
+            heartbeat_timeout: config.heartbeat_timeout,
+            slot_timeout: config.slot_timeout,
+            jobs: Mutex::new(HashMap::new()),
+            records,
         });
         let address = serve(Node::Coordinator(state.clone()), listener)?;
+        state.resume_recorded().await?;
         Ok(Coordinator { address, state })
     }
 }
@@ -187,7 +214,8 @@ impl CoordinatorState {
         }
     }
 
-    /// `submit`: runs a job and reports its start and end on the result stream.
+    /// `submit`: runs a job (or follows the one already submitted with the same id) and
+    /// reports its start and end on the result stream.
     pub(crate) async fn action(
         self: Arc<Self>,
         action: Action,
@@ -201,15 +229,61 @@ impl CoordinatorState {
                 action.r#type
             )));
         }
-        let job: JobDefinition = serde_json::from_slice(&action.body)
+        let submission: Submission = serde_json::from_slice(&action.body)
             .map_err(|e| Status::invalid_argument(format!("unreadable job: {e}")))?;
-        let (updates, rx) = mpsc::unbounded_channel();
-        let update = |u: &JobUpdate| {
-            Ok(arrow_flight::Result {
-                body: serde_json::to_vec(u).expect("updates serialize").into(),
-            })
+        let known = lock(&self.jobs).get(&submission.id).cloned();
+        let status = match known {
+            Some(status) => status,
+            None => {
+                let mut job = submission.job;
+                if submission.resume && job.restore.is_none() {
+                    // The coordinator that ran it is gone and kept no record: go on from
+                    // the job's latest checkpoint.
+                    job.restore = Some("latest".into());
+                }
+                self.clone().run_job(submission.id, job).await
+            }
         };
-        let (engine, graph) = job.compile().await.map_err(status)?;
+        Ok(Response::new(follow(status)))
+    }
+
+    /// Records and starts a job; its status is what submitters follow.
+    async fn run_job(
+        self: Arc<Self>,
+        id: uuid::Uuid,
+        job: JobDefinition,
+    ) -> tokio::sync::watch::Receiver<JobStatus> {
+        let (tx, rx) = tokio::sync::watch::channel(JobStatus::Starting);
+        lock(&self.jobs).insert(id, rx.clone());
+        if let Err(e) = self.records.save(id, &job).await {
+            tracing::warn!("cannot record job {id}: {e}");
+        }
+        tokio::spawn(async move {
+            let ended = self.run_to_end(job, &tx).await;
+            if let Err(e) = &ended {
+                tracing::warn!("job {id} failed: {e}");
+            }
+            // Ended for good: a restarted coordinator does not resume it.
+            self.records.remove(id).await;
+            let _ = tx.send(match ended {
+                Ok(finished) => finished,
+                Err(e) => JobStatus::Failed {
+                    user_error: matches!(e, Error::Config(_) | Error::Sql { .. } | Error::Plan(_)),
+                    message: e.to_string(),
+                },
+            });
+        });
+        rx
+    }
+
+    async fn run_to_end(
+        self: &Arc<Self>,
+        job: JobDefinition,
+        status: &tokio::sync::watch::Sender<JobStatus>,
+    ) -> Result<JobStatus> {
+        let (engine, graph) = job.compile().await?;
+        let needed = graph.vertices.iter().map(|v| v.parallelism).max().unwrap_or(0);
+        self.wait_for_slots(needed).await;
         let restore = job.restore.as_ref().map(|r| match r.as_str() {
             "latest" => weir_runtime::RestoreFrom::Latest,
             path => weir_runtime::RestoreFrom::Path(path.to_string()),
@@ -218,38 +292,167 @@ impl CoordinatorState {
             state: self.clone(),
             job,
         });
-        let handle = engine
-            .start_on(graph, restore, Some(cluster))
-            .await
-            .map_err(status)?;
+        let handle = engine.start_on(graph, restore, Some(cluster)).await?;
         tracing::info!("job {} started", handle.job_id);
-        let _ = updates.send(update(&JobUpdate::Started {
+        let _ = status.send(JobStatus::Running(JobUpdate::Started {
             job_id: handle.job_id.to_string(),
             restored_from: handle.restored_from.clone(),
         }));
-        tokio::spawn(async move {
-            let job_id = handle.job_id;
-            // The session lives as long as the job (its REST server, if any).
-            let _engine = engine;
-            let ended = match handle.wait().await {
-                Ok(o) => {
-                    tracing::info!("job {job_id} finished");
-                    update(&JobUpdate::Finished {
-                        checkpoints: o.checkpoints_completed,
-                        restarts: o.restarts,
-                        last_checkpoint: o.last_checkpoint,
-                    })
+        let job_id = handle.job_id;
+        // The session lives as long as the job (its REST server, if any).
+        let outcome = handle.wait().await;
+        drop(engine);
+        let o = outcome?;
+        tracing::info!("job {job_id} finished");
+        Ok(JobStatus::Ended(JobUpdate::Finished {
+            checkpoints: o.checkpoints_completed,
+            restarts: o.restarts,
+            last_checkpoint: o.last_checkpoint,
+        }))
+    }
+
+    /// Waits up to `slot_timeout` for workers with `needed` slots in all: workers may
+    /// still be registering (after a restart of the coordinator, or of the cluster).
+    async fn wait_for_slots(&self, needed: usize) {
+        let deadline = tokio::time::Instant::now() + self.slot_timeout;
+        let mut said = false;
+        loop {
+            let slots: usize = self.workers().iter().map(|w| w.1).sum();
+            if slots >= needed || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            if !said {
+                tracing::info!("waiting for workers: the job needs {needed} slots, there are {slots}");
+                said = true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Resumes the jobs a previous coordinator recorded and did not see end, from their
+    /// latest checkpoints.
+    async fn resume_recorded(self: &Arc<Self>) -> Result<()> {
+        for (id, mut job) in self.records.load().await? {
+            tracing::info!("resuming job {id}, recorded by an earlier coordinator");
+            job.restore = Some("latest".into());
+            self.clone().run_job(id, job).await;
+        }
+        Ok(())
+    }
+}
+
+/// A submission: the job, and an id chosen by the submitter so that it can follow the
+/// job again after losing its connection.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Submission {
+    pub id: uuid::Uuid,
+    pub job: JobDefinition,
+    /// Submitted again after the connection was lost: a coordinator that does not know
+    /// the job (it restarted without records) resumes it from its latest checkpoint.
+    pub resume: bool,
+}
+
+/// Where a submitted job is.
+#[derive(Debug, Clone)]
+enum JobStatus {
+    Starting,
+    Running(JobUpdate),
+    Ended(JobUpdate),
+    Failed { user_error: bool, message: String },
+}
+
+/// The updates a submitter sees: the start once running, then the end.
+fn follow(
+    status: tokio::sync::watch::Receiver<JobStatus>,
+) -> BoxStream<'static, std::result::Result<arrow_flight::Result, Status>> {
+    let encode = |u: &JobUpdate| {
+        Ok(arrow_flight::Result {
+            body: serde_json::to_vec(u).expect("updates serialize").into(),
+        })
+    };
+    futures::stream::unfold((status, false, false), move |(mut rx, started, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            let now = rx.borrow_and_update().clone();
+            match now {
+                JobStatus::Running(u) if !started => return Some((encode(&u), (rx, true, false))),
+                JobStatus::Ended(u) => return Some((encode(&u), (rx, started, true))),
+                JobStatus::Failed { user_error, message } => {
+                    let s = if user_error {
+                        Status::invalid_argument(message)
+                    } else {
+                        // Not `internal`: a broken connection can look like that.
+                        Status::aborted(message)
+                    };
+                    return Some((Err(s), (rx, started, true)));
                 }
-                Err(e) => {
-                    tracing::warn!("job {job_id} failed: {e}");
-                    Err(status(e))
-                }
+                _ => {}
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    })
+    .boxed()
+}
+
+/// The coordinator's record of the jobs it runs (`high-availability.storageDir`): one
+/// JSON file per job under `jobs/`, written when the job is submitted and removed when
+/// it ends. A coordinator started on the same folder resumes the jobs recorded there.
+struct JobRecords(Option<(Arc<dyn object_store::ObjectStore>, object_store::path::Path)>);
+
+impl JobRecords {
+    fn path(&self, id: uuid::Uuid) -> Option<object_store::path::Path> {
+        self.0
+            .as_ref()
+            .map(|(_, root)| root.clone().join("jobs").join(format!("{id}.json")))
+    }
+
+    async fn save(&self, id: uuid::Uuid, job: &JobDefinition) -> Result<()> {
+        let (Some((store, _)), Some(path)) = (&self.0, self.path(id)) else {
+            return Ok(());
+        };
+        let body = serde_json::to_vec(job).map_err(|e| Error::internal(e.to_string()))?;
+        store.put(&path, body.into()).await?;
+        Ok(())
+    }
+
+    async fn remove(&self, id: uuid::Uuid) {
+        if let (Some((store, _)), Some(path)) = (&self.0, self.path(id))
+            && let Err(e) = store.delete(&path).await
+        {
+            tracing::warn!("cannot remove the record of job {id}: {e}");
+        }
+    }
+
+    async fn load(&self) -> Result<Vec<(uuid::Uuid, JobDefinition)>> {
+        let Some((store, root)) = &self.0 else {
+            return Ok(Vec::new());
+        };
+        let listed: Vec<_> = store
+            .list(Some(&root.clone().join("jobs")))
+            .collect::<Vec<_>>()
+            .await;
+        let mut jobs = Vec::new();
+        for meta in listed {
+            let meta = meta?;
+            let Some(id) = meta
+                .location
+                .filename()
+                .and_then(|f| f.strip_suffix(".json"))
+                .and_then(|f| uuid::Uuid::parse_str(f).ok())
+            else {
+                continue;
             };
-            let _ = updates.send(ended);
-        });
-        Ok(Response::new(
-            tokio_stream::wrappers::UnboundedReceiverStream::new(rx).boxed(),
-        ))
+            let body = store.get(&meta.location).await?.bytes().await?;
+            let job = serde_json::from_slice(&body).map_err(|e| {
+                Error::config(format!("unreadable job record '{}': {e}", meta.location))
+            })?;
+            jobs.push((id, job));
+        }
+        Ok(jobs)
     }
 }
 

@@ -217,12 +217,12 @@ pub async fn run(config: WorkerConfig) -> Result<()> {
         match session(&config, &inbox, &peers, &data_address).await {
             Ok(()) => tracing::warn!("the coordinator closed the connection; registering again"),
             Err(e) if !announced => {
-                tracing::warn!("cannot reach the coordinator: {e}; trying again every second");
+                tracing::warn!("cannot reach the coordinator: {e}; trying again every 500 ms");
                 announced = true;
             }
             Err(e) => tracing::debug!("cannot reach the coordinator: {e}"),
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -16,6 +16,7 @@ struct LocalCluster {
     logs: PathBuf,
     started: usize,
     coordinators: usize,
+    worker_env: Vec<(String, String)>,
 }
 
 /// Starts a coordinator on `address` that records its jobs under `logs/ha`.
@@ -33,6 +34,11 @@ fn start_coordinator(address: &str, logs: &Path, n: usize) -> Child {
 
 impl LocalCluster {
     fn start(workers: usize, logs: &Path) -> LocalCluster {
+        Self::start_with(workers, logs, &[])
+    }
+
+    /// A cluster whose workers run with the environment variables `worker_env`.
+    fn start_with(workers: usize, logs: &Path, worker_env: &[(&str, &str)]) -> LocalCluster {
         let address = format!("127.0.0.1:{}", free_port());
         let mut cluster = LocalCluster {
             coordinator: start_coordinator(&address, logs, 1),
@@ -41,6 +47,10 @@ impl LocalCluster {
             logs: logs.to_path_buf(),
             started: 0,
             coordinators: 1,
+            worker_env: worker_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         for _ in 0..workers {
             let w = cluster.start_worker();
@@ -70,6 +80,7 @@ impl LocalCluster {
                 "500 ms",
             ])
             .env("WEIR_LOG", "info")
+            .envs(self.worker_env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -366,4 +377,65 @@ fn a_killed_coordinator_resumes_its_job_exactly_once() {
         .count();
     assert_eq!(resumed, 3, "every new coordinator resumes the job\n{}", cluster.all_logs());
     assert_windows_exactly_once(&out);
+}
+
+/// Resident memory of a process, in MB.
+fn rss_mb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// Back-pressure crosses the network: rows of 1 kB are generated as fast as two source
+/// subtasks can, on two workers, into one slow sink (0.2 s per batch) on the first; the
+/// second worker's rows reach it over Flight. Unchecked, the sources would make about a
+/// gigabyte in the seconds watched; both workers must stay small while the job runs.
+#[test]
+fn a_slow_sink_slows_a_source_on_another_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster =
+        LocalCluster::start_with(2, tmp.path(), &[("WEIR_FAILPOINTS", "blackhole-batch=sleep:200")]);
+    let script = write_script(
+        tmp.path(),
+        "job.sql",
+        "CREATE TABLE gen (seq BIGINT, payload STRING) WITH (
+           'connector' = 'datagen', 'fields.seq.kind' = 'sequence',
+           'fields.seq.start' = '0', 'fields.seq.end' = '9999999',
+           'fields.payload.length' = '1000', 'rows-per-second' = '1000000000');
+         CREATE TABLE slow (seq BIGINT, payload STRING)
+           WITH ('connector' = 'blackhole', 'sink.parallelism' = '1');
+         INSERT INTO slow SELECT * FROM gen;",
+    );
+    let chk = tmp.path().join("chk");
+    let mut job = cluster.submit(&[
+        script.to_str().unwrap(),
+        "-p",
+        "2",
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+    ]);
+    let mut peak = [0u64; 2];
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        assert!(
+            job.try_wait().unwrap().is_none(),
+            "the job ended: the sink did not hold the sources back\n{}",
+            cluster.all_logs()
+        );
+        for (p, w) in peak.iter_mut().zip(&cluster.workers) {
+            *p = (*p).max(rss_mb(w.id()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = job.kill();
+    let _ = job.wait();
+    eprintln!("peak RSS of the workers: {peak:?} MB");
+    assert!(
+        peak.iter().all(|&mb| mb > 0 && mb < 400),
+        "peak RSS of the workers: {peak:?} MB\n{}",
+        cluster.all_logs()
+    );
 }

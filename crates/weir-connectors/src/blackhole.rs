@@ -14,6 +14,10 @@ struct BlackholeSink;
 #[async_trait]
 impl Operator for BlackholeSink {
     async fn process_batch(&mut self, _: usize, _: RecordBatch, _: &mut Output) -> Result<()> {
+        // A slow sink, for back-pressure tests (`WEIR_FAILPOINTS=blackhole-batch=sleep:MS`).
+        if let Some(delay) = weir_common::failpoint_delay("blackhole-batch") {
+            tokio::time::sleep(delay).await;
+        }
         Ok(())
     }
 }

@@ -196,7 +196,7 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
             &render(&template, &[("out", out.to_str().unwrap())]),
         );
         let chk = dir.join("chk");
-        cluster.run_ok(&[
+        let err = cluster.run_ok(&[
             script.to_str().unwrap(),
             "-p",
             "2",
@@ -205,6 +205,12 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
             "--checkpoint-interval",
             "100 ms",
         ]);
+        // `weir run` shows where each operator's two subtasks ran: on two workers.
+        let spread = err
+            .lines()
+            .filter_map(|l| l.split_once(": subtasks on ").map(|(_, at)| at))
+            .any(|at| matches!(at.split(", ").collect::<Vec<_>>()[..], [a, b] if a != b));
+        assert!(spread, "{name}: no operator shown on two workers: {err}");
         let got = materialize(committed_lines(&out));
         let missing: Vec<_> = expected.iter().filter(|l| !got.contains(l)).take(5).collect();
         let extra: Vec<_> = got.iter().filter(|l| !expected.contains(l)).take(5).collect();

@@ -405,10 +405,14 @@ async fn run_on_cluster(
         if let JobUpdate::Started {
             job_id,
             restored_from,
+            placement,
         } = update
         {
             if !quiet {
                 eprintln!("weir: job {job_id} started on the cluster at {address}");
+                for (vertex, workers) in placement {
+                    eprintln!("weir:   {vertex}: subtasks on {}", workers.join(", "));
+                }
             }
             if let Some(from) = restored_from {
                 eprintln!("weir: restored from {from}");

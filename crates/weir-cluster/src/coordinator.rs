@@ -29,6 +29,8 @@ pub enum JobUpdate {
     Started {
         job_id: String,
         restored_from: Option<String>,
+        /// Each vertex (chained operators) and the workers of its subtasks, in order.
+        placement: Vec<(String, Vec<String>)>,
     },
     Finished {
         checkpoints: u64,
@@ -291,12 +293,16 @@ impl CoordinatorState {
         let cluster = Arc::new(ClusterJob {
             state: self.clone(),
             job,
+            placed: Mutex::new(Vec::new()),
         });
-        let handle = engine.start_on(graph, restore, Some(cluster)).await?;
+        let handle = engine
+            .start_on(graph, restore, Some(cluster.clone()))
+            .await?;
         tracing::info!("job {} started", handle.job_id);
         let _ = status.send(JobStatus::Running(JobUpdate::Started {
             job_id: handle.job_id.to_string(),
             restored_from: handle.restored_from.clone(),
+            placement: lock(&cluster.placed).clone(),
         }));
         let job_id = handle.job_id;
         // The session lives as long as the job (its REST server, if any).
@@ -460,13 +466,25 @@ impl JobRecords {
 struct ClusterJob {
     state: Arc<CoordinatorState>,
     job: JobDefinition,
+    /// Where the latest attempt placed each vertex's subtasks (by worker address).
+    placed: Mutex<Vec<(String, Vec<String>)>>,
 }
 
 impl Cluster for ClusterJob {
-    fn place(&self, parallelism: &[usize]) -> Result<Placement> {
+    fn place(&self, vertices: &[(String, usize)]) -> Result<Placement> {
         let workers = self.state.workers();
         let slots: Vec<usize> = workers.iter().map(|w| w.1).collect();
-        let of = spread(parallelism, &slots)?;
+        let parallelism: Vec<usize> = vertices.iter().map(|v| v.1).collect();
+        let of = spread(&parallelism, &slots)?;
+        let shown: Vec<(String, Vec<String>)> = vertices
+            .iter()
+            .zip(&of)
+            .map(|((name, _), at)| (name.clone(), at.iter().map(|&w| workers[w].2.clone()).collect()))
+            .collect();
+        for (name, at) in &shown {
+            tracing::info!("{name}: subtasks on {}", at.join(", "));
+        }
+        *lock(&self.placed) = shown;
         Ok(Placement {
             workers: workers.into_iter().map(|w| w.2).collect(),
             of,

@@ -520,9 +520,15 @@ impl Run {
         let storage = checkpoint_storage(&opts)?;
         // Placed first: an attempt without enough workers fails before reading state.
         let placement = match &self.cluster {
-            Some(cluster) => Some(cluster.place(
-                &graph.vertices.iter().map(|v| v.parallelism).collect::<Vec<_>>(),
-            )?),
+            Some(cluster) => Some(
+                cluster.place(
+                    &graph
+                        .vertices
+                        .iter()
+                        .map(|v| (v.name.clone(), v.parallelism))
+                        .collect::<Vec<_>>(),
+                )?,
+            ),
             None => None,
         };
         let (restored, mut loaded) = match resolve_restore(graph, &opts).await? {

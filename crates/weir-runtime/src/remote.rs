@@ -76,9 +76,9 @@ pub struct AttemptSpec {
 
 /// The coordinating process's view of a cluster.
 pub trait Cluster: Send + Sync {
-    /// Places the subtasks of a graph whose vertices (chained) have these parallelisms on
-    /// the workers there are now; an error when there are not enough.
-    fn place(&self, parallelism: &[usize]) -> Result<Placement>;
+    /// Places the subtasks of a graph whose vertices (chained) have these names and
+    /// parallelisms on the workers there are now; an error when there are not enough.
+    fn place(&self, vertices: &[(String, usize)]) -> Result<Placement>;
 
     /// Starts the share of the attempt that `spec` places on worker `worker` and ends
     /// with it: `Ok` once its tasks all closed, an error when one failed or the worker

@@ -26,7 +26,12 @@ fn cpu_seconds(pid: u32) -> f64 {
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -70,7 +75,10 @@ impl Cluster {
                 .unwrap_or_default()
                 .contains("registered")
             {
-                assert!(started.elapsed() < Duration::from_secs(30), "worker {i} did not register");
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "worker {i} did not register"
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
@@ -137,8 +145,7 @@ fn run_cluster(cluster: &Cluster, args: &[&str]) -> (f64, f64) {
 }
 
 fn main() {
-    let queries =
-        std::env::var("WEIR_CLUSTER_QUERIES").unwrap_or_else(|_| "q0,q5,q8,q20".into());
+    let queries = std::env::var("WEIR_CLUSTER_QUERIES").unwrap_or_else(|_| "q0,q5,q8,q20".into());
     let events: u64 = std::env::var("WEIR_CLUSTER_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())

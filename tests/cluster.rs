@@ -23,7 +23,14 @@ struct LocalCluster {
 fn start_coordinator(address: &str, logs: &Path, n: usize) -> Child {
     let ha = logs.join("ha");
     weir()
-        .args(["coordinator", "--listen", address, "--heartbeat-timeout", "3 s"])
+        .args([
+            "coordinator",
+            "--listen",
+            address,
+            "--heartbeat-timeout",
+            "3 s",
+        ])
+        .args(["--slot-timeout", "1 s"])
         .args(["--ha-dir", ha.to_str().unwrap()])
         .env("WEIR_LOG", "info")
         .stdout(Stdio::null())
@@ -181,12 +188,11 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
     assert!(names.len() >= 20, "{names:?}");
     for name in &names {
         let template = std::fs::read_to_string(root.join(format!("{name}.sql"))).unwrap();
-        let expected: Vec<String> =
-            std::fs::read_to_string(root.join(format!("{name}.expected")))
-                .unwrap()
-                .lines()
-                .map(str::to_string)
-                .collect();
+        let expected: Vec<String> = std::fs::read_to_string(root.join(format!("{name}.expected")))
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
         let dir = tmp.path().join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("out");
@@ -212,8 +218,16 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
             .any(|at| matches!(at.split(", ").collect::<Vec<_>>()[..], [a, b] if a != b));
         assert!(spread, "{name}: no operator shown on two workers: {err}");
         let got = materialize(committed_lines(&out));
-        let missing: Vec<_> = expected.iter().filter(|l| !got.contains(l)).take(5).collect();
-        let extra: Vec<_> = got.iter().filter(|l| !expected.contains(l)).take(5).collect();
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|l| !got.contains(l))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = got
+            .iter()
+            .filter(|l| !expected.contains(l))
+            .take(5)
+            .collect();
         assert!(
             got == expected,
             "{name}: the cluster committed {} rows, the golden file has {}; missing (first \
@@ -277,7 +291,10 @@ fn assert_windows_exactly_once(out: &Path) {
     let mut seen = std::collections::BTreeMap::new();
     for line in committed_lines(out) {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        let key = (v["k"].as_i64().unwrap(), v["window_start"].as_str().unwrap().to_string());
+        let key = (
+            v["k"].as_i64().unwrap(),
+            v["window_start"].as_str().unwrap().to_string(),
+        );
         let row = (v["n"].as_i64().unwrap(), v["total"].as_i64().unwrap());
         assert!(
             seen.insert(key.clone(), row).is_none(),
@@ -333,8 +350,15 @@ fn kill_while_running(
         std::thread::sleep(Duration::from_millis(50));
     };
     let err = stderr_of(job);
-    assert!(status.success(), "the job failed: {err}\n{}", cluster.all_logs());
-    assert_eq!(done, kills, "the job finished after only {done} kills; slow its source down");
+    assert!(
+        status.success(),
+        "the job failed: {err}\n{}",
+        cluster.all_logs()
+    );
+    assert_eq!(
+        done, kills,
+        "the job finished after only {done} kills; slow its source down"
+    );
     err
 }
 
@@ -381,7 +405,12 @@ fn a_killed_coordinator_resumes_its_job_exactly_once() {
                 .contains("resuming job")
         })
         .count();
-    assert_eq!(resumed, 3, "every new coordinator resumes the job\n{}", cluster.all_logs());
+    assert_eq!(
+        resumed,
+        3,
+        "every new coordinator resumes the job\n{}",
+        cluster.all_logs()
+    );
     assert_windows_exactly_once(&out);
 }
 
@@ -402,8 +431,11 @@ fn rss_mb(pid: u32) -> u64 {
 #[test]
 fn a_slow_sink_slows_a_source_on_another_worker() {
     let tmp = tempfile::tempdir().unwrap();
-    let cluster =
-        LocalCluster::start_with(2, tmp.path(), &[("WEIR_FAILPOINTS", "blackhole-batch=sleep:200")]);
+    let cluster = LocalCluster::start_with(
+        2,
+        tmp.path(),
+        &[("WEIR_FAILPOINTS", "blackhole-batch=sleep:200")],
+    );
     let script = write_script(
         tmp.path(),
         "job.sql",
@@ -444,4 +476,64 @@ fn a_slow_sink_slows_a_source_on_another_worker() {
         "peak RSS of the workers: {peak:?} MB\n{}",
         cluster.all_logs()
     );
+}
+
+/// Mistakes around a cluster are named, and the process ends with an error.
+#[test]
+fn cluster_misuse_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = write_script(
+        tmp.path(),
+        "job.sql",
+        "CREATE TABLE gen (seq BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');
+         CREATE TABLE out (seq BIGINT) WITH ('connector' = 'blackhole');
+         INSERT INTO out SELECT * FROM gen;",
+    );
+    let (s, chk) = (script.to_str().unwrap(), tmp.path().join("chk"));
+    let c = chk.to_str().unwrap();
+    let failed = |out: std::process::Output| {
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+
+    // No coordinator at the address: said at once, not waited for.
+    let nobody = format!("127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let err = failed(
+        weir()
+            .args(["run", "--cluster", &nobody, s])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains(&nobody), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{err}");
+
+    let cluster = LocalCluster::start(1, tmp.path());
+    let run = |args: &[&str]| {
+        let mut child = cluster.submit(args);
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "weir run --cluster {args:?} succeeded");
+        stderr_of(&mut child)
+    };
+    let err = run(&[s]);
+    assert!(err.contains("needs execution.checkpointing.dir"), "{err}");
+    assert!(
+        !err.contains("error: configuration error: configuration error"),
+        "{err}"
+    );
+    let err = run(&[s, "--checkpoint-dir", c, "--mode", "batch"]);
+    assert!(
+        err.contains("batch mode does not run on a cluster"),
+        "{err}"
+    );
+    // One worker of one slot, a job at parallelism 2.
+    let err = run(&[s, "--checkpoint-dir", c, "-p", "2"]);
+    assert!(
+        err.contains("needs 2 task slots") && err.contains("has 1 on 1 worker"),
+        "{err}"
+    );
+    let err = run(&["/no/such/script.sql"]);
+    assert!(err.contains("/no/such/script.sql"), "{err}");
+    // The cluster still runs a job that fits.
+    cluster.run_ok(&[s, "--checkpoint-dir", c, "-p", "1"]);
 }

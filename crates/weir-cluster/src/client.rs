@@ -1,11 +1,11 @@
 //! Submitting a job to a coordinator (`weir run --cluster URL`).
 
 use crate::coordinator::{JobUpdate, Submission};
-use std::time::{Duration, Instant};
 use crate::service::connect;
 use crate::{JobDefinition, endpoint_url};
 use arrow_flight::Action;
 use futures::StreamExt;
+use std::time::{Duration, Instant};
 use weir_common::{Error, Result};
 
 /// Submits `job` to the coordinator at `address` and follows it: `on_update` hears that it
@@ -26,20 +26,23 @@ pub async fn submit(
         resume: false,
     };
     let mut lost_since: Option<Instant> = None;
+    let mut connected = false;
     loop {
-        match follow(&url, &submission, &mut on_update).await {
-            Ok(Some(ended)) => return Ok(ended),
-            Err(e @ (Error::Config(_) | Error::Plan(_) | Error::Sql { .. })) => return Err(e),
-            Err(Error::Input(failed)) => {
-                return Err(Error::External(format!("the job failed on the cluster: {failed}")));
-            }
-            Ok(None) | Err(_) if lost_since.is_some_and(|t| t.elapsed() > reconnect_for) => {
+        let followed = follow(&url, &submission, &mut connected, &mut on_update).await;
+        match followed {
+            Ok(Followed::Ended(update)) => return Ok(update),
+            Ok(Followed::Refused(e) | Followed::Failed(e)) => return Err(e),
+            // Never reached: a wrong address, or no coordinator there.
+            Err(e) if !connected => return Err(e),
+            Ok(Followed::Lost) | Err(_)
+                if lost_since.is_some_and(|t| t.elapsed() > reconnect_for) =>
+            {
                 return Err(Error::External(format!(
                     "lost the coordinator at {url} for {} s; the job may still run there",
                     reconnect_for.as_secs()
                 )));
             }
-            Ok(None) | Err(_) => {
+            Ok(Followed::Lost) | Err(_) => {
                 if lost_since.is_none() {
                     tracing::warn!("lost the coordinator at {url}; connecting again");
                     lost_since = Some(Instant::now());
@@ -51,33 +54,56 @@ pub async fn submit(
     }
 }
 
-/// One connection's worth of following: `Ok(None)` when the connection ended before the
-/// job did; `Err(Input)` when the job failed.
+/// How following a job over one connection ended.
+enum Followed {
+    Ended(JobUpdate),
+    /// The connection ended before the job did.
+    Lost,
+    /// The coordinator refused the job (it does not compile, it does not fit).
+    Refused(Error),
+    /// The job failed.
+    Failed(Error),
+}
+
+/// One connection's worth of following; an error when the connection failed.
 async fn follow(
     url: &str,
     submission: &Submission,
+    connected: &mut bool,
     on_update: &mut impl FnMut(&JobUpdate),
-) -> Result<Option<JobUpdate>> {
+) -> Result<Followed> {
     let mut client = connect(url).await?;
+    *connected = true;
     let action = Action {
         r#type: "submit".into(),
         body: serde_json::to_vec(submission)
             .map_err(|e| Error::internal(format!("cannot encode the job: {e}")))?
             .into(),
     };
-    let failed = |s: tonic::Status| match s.code() {
-        tonic::Code::InvalidArgument => Error::config(s.message().to_string()),
-        tonic::Code::Aborted => Error::Input(s.message().to_string()),
-        _ => Error::External(s.message().to_string()),
+    let ended = |s: tonic::Status| match s.code() {
+        // The coordinator's error, as it said it.
+        tonic::Code::InvalidArgument => Ok(Followed::Refused(Error::Remote(s.message().into()))),
+        tonic::Code::Aborted => Ok(Followed::Failed(Error::Remote(format!(
+            "the job failed on the cluster: {}",
+            s.message()
+        )))),
+        _ => Err(Error::External(s.message().to_string())),
     };
-    let mut updates = client.do_action(action).await.map_err(failed)?.into_inner();
+    let mut updates = match client.do_action(action).await {
+        Ok(r) => r.into_inner(),
+        Err(s) => return ended(s),
+    };
     while let Some(result) = updates.next().await {
-        let update: JobUpdate = serde_json::from_slice(&result.map_err(failed)?.body)
+        let result = match result {
+            Ok(r) => r,
+            Err(s) => return ended(s),
+        };
+        let update: JobUpdate = serde_json::from_slice(&result.body)
             .map_err(|e| Error::External(format!("unreadable update from {url}: {e}")))?;
         on_update(&update);
         if matches!(update, JobUpdate::Finished { .. }) {
-            return Ok(Some(update));
+            return Ok(Followed::Ended(update));
         }
     }
-    Ok(None)
+    Ok(Followed::Lost)
 }

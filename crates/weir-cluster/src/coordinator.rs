@@ -13,11 +13,11 @@ use crate::wire::{ToCoordinator, ToWorker, control_frame, read_control};
 use arrow_flight::{Action, FlightData};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use object_store::ObjectStoreExt as _;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use object_store::ObjectStoreExt as _;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
@@ -128,8 +128,10 @@ impl CoordinatorState {
     pub(crate) async fn worker_stream(
         self: Arc<Self>,
         mut inbound: Streaming<FlightData>,
-    ) -> std::result::Result<Response<BoxStream<'static, std::result::Result<FlightData, Status>>>, Status>
-    {
+    ) -> std::result::Result<
+        Response<BoxStream<'static, std::result::Result<FlightData, Status>>>,
+        Status,
+    > {
         let first = match tokio::time::timeout(self.heartbeat_timeout, inbound.next()).await {
             Ok(Some(Ok(frame))) => frame,
             _ => return Err(Status::invalid_argument("a worker must register first")),
@@ -284,7 +286,12 @@ impl CoordinatorState {
         status: &tokio::sync::watch::Sender<JobStatus>,
     ) -> Result<JobStatus> {
         let (engine, graph) = job.compile().await?;
-        let needed = graph.vertices.iter().map(|v| v.parallelism).max().unwrap_or(0);
+        let needed = graph
+            .vertices
+            .iter()
+            .map(|v| v.parallelism)
+            .max()
+            .unwrap_or(0);
         self.wait_for_slots(needed).await;
         let restore = job.restore.as_ref().map(|r| match r.as_str() {
             "latest" => weir_runtime::RestoreFrom::Latest,
@@ -328,7 +335,9 @@ impl CoordinatorState {
                 return;
             }
             if !said {
-                tracing::info!("waiting for workers: the job needs {needed} slots, there are {slots}");
+                tracing::info!(
+                    "waiting for workers: the job needs {needed} slots, there are {slots}"
+                );
                 said = true;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -376,31 +385,39 @@ fn follow(
             body: serde_json::to_vec(u).expect("updates serialize").into(),
         })
     };
-    futures::stream::unfold((status, false, false), move |(mut rx, started, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            let now = rx.borrow_and_update().clone();
-            match now {
-                JobStatus::Running(u) if !started => return Some((encode(&u), (rx, true, false))),
-                JobStatus::Ended(u) => return Some((encode(&u), (rx, started, true))),
-                JobStatus::Failed { user_error, message } => {
-                    let s = if user_error {
-                        Status::invalid_argument(message)
-                    } else {
-                        // Not `internal`: a broken connection can look like that.
-                        Status::aborted(message)
-                    };
-                    return Some((Err(s), (rx, started, true)));
-                }
-                _ => {}
-            }
-            if rx.changed().await.is_err() {
+    futures::stream::unfold(
+        (status, false, false),
+        move |(mut rx, started, done)| async move {
+            if done {
                 return None;
             }
-        }
-    })
+            loop {
+                let now = rx.borrow_and_update().clone();
+                match now {
+                    JobStatus::Running(u) if !started => {
+                        return Some((encode(&u), (rx, true, false)));
+                    }
+                    JobStatus::Ended(u) => return Some((encode(&u), (rx, started, true))),
+                    JobStatus::Failed {
+                        user_error,
+                        message,
+                    } => {
+                        let s = if user_error {
+                            Status::invalid_argument(message)
+                        } else {
+                            // Not `internal`: a broken connection can look like that.
+                            Status::aborted(message)
+                        };
+                        return Some((Err(s), (rx, started, true)));
+                    }
+                    _ => {}
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        },
+    )
     .boxed()
 }
 
@@ -479,7 +496,12 @@ impl Cluster for ClusterJob {
         let shown: Vec<(String, Vec<String>)> = vertices
             .iter()
             .zip(&of)
-            .map(|((name, _), at)| (name.clone(), at.iter().map(|&w| workers[w].2.clone()).collect()))
+            .map(|((name, _), at)| {
+                (
+                    name.clone(),
+                    at.iter().map(|&w| workers[w].2.clone()).collect(),
+                )
+            })
             .collect();
         for (name, at) in &shown {
             tracing::info!("{name}: subtasks on {}", at.join(", "));
@@ -518,9 +540,9 @@ impl Cluster for ClusterJob {
                 })
         };
         let Some((worker_id, to_worker)) = to_worker else {
-            return Box::pin(async move {
-                Err(Error::External(format!("worker {address} is gone")))
-            });
+            return Box::pin(
+                async move { Err(Error::External(format!("worker {address} is gone"))) },
+            );
         };
         let _ = to_worker.send(ToWorker::Start {
             job: self.job.clone(),
@@ -558,8 +580,8 @@ impl Cluster for ClusterJob {
             cancel.done = true;
             match result {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(why)) => Err(Error::External(format!("worker {address}: {why}"))),
-                Err(_) => Err(Error::External(format!("worker {address} was lost"))),
+                Ok(Err(why)) => Err(Error::Remote(format!("worker {address}: {why}"))),
+                Err(_) => Err(Error::Remote(format!("worker {address} was lost"))),
             }
         })
     }

@@ -25,7 +25,9 @@ pub(crate) enum Node {
 type Stream<T> = BoxStream<'static, std::result::Result<T, Status>>;
 
 fn refused<T>(what: &str) -> std::result::Result<T, Status> {
-    Err(Status::unimplemented(format!("{what} is not served by Weir")))
+    Err(Status::unimplemented(format!(
+        "{what} is not served by Weir"
+    )))
 }
 
 #[tonic::async_trait]

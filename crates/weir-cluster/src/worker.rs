@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
-use weir_runtime::remote::{AttemptSpec, ChannelId, Control, TaskRef, Transport};
 use weir_runtime::Message;
+use weir_runtime::remote::{AttemptSpec, ChannelId, Control, TaskRef, Transport};
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -81,11 +81,17 @@ impl Inbox {
     pub(crate) async fn receive(
         self: Arc<Self>,
         mut stream: Streaming<FlightData>,
-    ) -> std::result::Result<Response<BoxStream<'static, std::result::Result<PutResult, Status>>>, Status>
-    {
+    ) -> std::result::Result<
+        Response<BoxStream<'static, std::result::Result<PutResult, Status>>>,
+        Status,
+    > {
         let header: ChannelHeader = match stream.next().await {
             Some(Ok(frame)) => read_control(&frame).map_err(crate::service::status)?,
-            _ => return Err(Status::invalid_argument("a data channel starts with its header")),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "a data channel starts with its header",
+                ));
+            }
         };
         let Some(tx) = self.take((header.attempt, header.channel)).await else {
             return Err(Status::not_found(format!(
@@ -96,9 +102,10 @@ impl Inbox {
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             while let Some(frame) = stream.next().await {
-                let msg = match frame.map_err(|e| e.message().to_string()).and_then(|f| {
-                    decode(f).map_err(|e| e.to_string())
-                }) {
+                let msg = match frame
+                    .map_err(|e| e.message().to_string())
+                    .and_then(|f| decode(f).map_err(|e| e.to_string()))
+                {
                     Ok(msg) => msg,
                     Err(e) => {
                         // The reading task sees its channel close without an end, and
@@ -151,7 +158,8 @@ struct FlightTransport {
 
 impl Transport for FlightTransport {
     fn outgoing(&self, channel: ChannelId, to: usize, messages: mpsc::Receiver<Message>) {
-        let (peers, address, attempt) = (self.peers.clone(), self.workers[to].clone(), self.attempt);
+        let (peers, address, attempt) =
+            (self.peers.clone(), self.workers[to].clone(), self.attempt);
         tokio::spawn(async move {
             let mut client = match peers.client(&address).await {
                 Ok(c) => c,
@@ -171,7 +179,10 @@ impl Transport for FlightTransport {
                     std::future::ready(m.is_ok())
                 })
                 .filter_map(|m| std::future::ready(m.ok()));
-            match client.do_put(futures::stream::once(async { head }).chain(body)).await {
+            match client
+                .do_put(futures::stream::once(async { head }).chain(body))
+                .await
+            {
                 Ok(response) => {
                     let mut response = response.into_inner();
                     while let Some(r) = response.next().await {

@@ -61,6 +61,10 @@ pub enum Error {
     #[error("object store error: {0}")]
     ObjectStore(#[from] object_store::Error),
 
+    /// An error another Weir process reported (a worker, a coordinator), as it said it.
+    #[error("{0}")]
+    Remote(String),
+
     /// The job was cancelled (by the user or because another task failed).
     #[error("job cancelled")]
     Cancelled,

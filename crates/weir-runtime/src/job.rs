@@ -593,10 +593,17 @@ impl Run {
                     &event_tx,
                     None,
                 )?;
-                let parts: Vec<Part> = tasks.into_iter().map(|t| Box::pin(t.run()) as Part).collect();
+                let parts: Vec<Part> = tasks
+                    .into_iter()
+                    .map(|t| Box::pin(t.run()) as Part)
+                    .collect();
                 let controls = controls
                     .into_iter()
-                    .map(|v| v.into_iter().map(|c| c.expect("every task runs here")).collect())
+                    .map(|v| {
+                        v.into_iter()
+                            .map(|c| c.expect("every task runs here"))
+                            .collect()
+                    })
                     .collect();
                 (parts, controls)
             }
@@ -764,7 +771,11 @@ pub(crate) fn build_tasks(
                     continue;
                 }
                 let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
-                let channel = ChannelId { edge, from: s, to: t };
+                let channel = ChannelId {
+                    edge,
+                    from: s,
+                    to: t,
+                };
                 match (placed, sends, receives) {
                     (Some(p), true, false) => p.transport.outgoing(channel, p.of[e.to][t], rx),
                     _ => in_channels[e.to][t].push(InputChannel::new(rx, e.input)),
@@ -896,7 +907,10 @@ fn remote_parts(
     cluster: &dyn Cluster,
     spec: AttemptSpec,
     event_tx: &mpsc::UnboundedSender<crate::task::TaskEvent>,
-) -> (Vec<Part>, Vec<Vec<mpsc::UnboundedSender<crate::task::Control>>>) {
+) -> (
+    Vec<Part>,
+    Vec<Vec<mpsc::UnboundedSender<crate::task::Control>>>,
+) {
     let mut per_worker: Vec<Vec<_>> = (0..spec.workers.len()).map(|_| Vec::new()).collect();
     let controls = spec
         .placement

@@ -118,10 +118,7 @@ pub fn spread(parallelism: &[usize], slots: &[usize]) -> Result<Vec<Vec<usize>>>
             }
         }
     }
-    Ok(parallelism
-        .iter()
-        .map(|&p| order[..p].to_vec())
-        .collect())
+    Ok(parallelism.iter().map(|&p| order[..p].to_vec()).collect())
 }
 
 /// Runs the tasks that `spec` places on worker `me`: `graph` is the job as this worker
@@ -148,7 +145,12 @@ pub async fn run_part(
     let graph = graph.chained();
     let shape: Vec<usize> = graph.vertices.iter().map(|v| v.parallelism).collect();
     let placed_shape: Vec<usize> = spec.placement.iter().map(Vec::len).collect();
-    if shape != placed_shape || spec.placement.iter().flatten().any(|&w| w >= spec.workers.len())
+    if shape != placed_shape
+        || spec
+            .placement
+            .iter()
+            .flatten()
+            .any(|&w| w >= spec.workers.len())
     {
         return Err(Error::internal(format!(
             "the attempt's placement {placed_shape:?} does not fit the job's vertices {shape:?}"
@@ -233,7 +235,7 @@ pub mod error_text {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Error, D::Error> {
-        Ok(Error::External(String::deserialize(d)?))
+        Ok(Error::Remote(String::deserialize(d)?))
     }
 }
 
@@ -256,6 +258,9 @@ mod tests {
         // Uneven slots: the second worker's spare slots come last.
         assert_eq!(spread(&[4], &[1, 3]).unwrap(), vec![vec![0, 1, 1, 1]]);
         let e = spread(&[4], &[1, 2]).unwrap_err().to_string();
-        assert!(e.contains("needs 4 task slots") && e.contains("has 3 on 2 worker(s)"), "{e}");
+        assert!(
+            e.contains("needs 4 task slots") && e.contains("has 3 on 2 worker(s)"),
+            "{e}"
+        );
     }
 }

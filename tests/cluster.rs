@@ -537,3 +537,42 @@ fn cluster_misuse_is_named() {
     // The cluster still runs a job that fits.
     cluster.run_ok(&[s, "--checkpoint-dir", c, "-p", "1"]);
 }
+
+/// Sends `signal` (`STOP`, `CONT`) to a process.
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// A worker that hangs (SIGSTOP: its connections stay open, it sends nothing) is lost once
+/// `heartbeat.timeout` (3 s here) passes, and the job restarts without it on a new
+/// worker. When the hung worker wakes up (SIGCONT), its part of the old attempt has been
+/// cancelled: it commits nothing of it, and it registers again. Twice; every window is
+/// committed exactly once.
+#[test]
+fn a_hung_worker_is_lost_by_heartbeat_and_commits_nothing_stale() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cluster = LocalCluster::start(3, tmp.path());
+    let (out, args) = windowed_job(tmp.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut job = cluster.submit(&args);
+    kill_while_running(&mut cluster, &mut job, 2, |cluster, r| {
+        let victim = r as usize % cluster.workers.len();
+        let pid = cluster.workers[victim].id();
+        signal(pid, "STOP");
+        let replacement = cluster.start_worker();
+        cluster.workers.push(replacement);
+        std::thread::sleep(Duration::from_secs(4));
+        signal(pid, "CONT");
+    });
+    let log = std::fs::read_to_string(tmp.path().join("coordinator-1.log")).unwrap();
+    assert!(
+        log.matches("sent no heartbeat for 3000 ms").count() >= 2,
+        "the hung workers were not lost by heartbeat timeout\n{}",
+        cluster.all_logs()
+    );
+    assert_windows_exactly_once(&out);
+}

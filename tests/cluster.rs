@@ -576,3 +576,66 @@ fn a_hung_worker_is_lost_by_heartbeat_and_commits_nothing_stale() {
     );
     assert_windows_exactly_once(&out);
 }
+
+/// `weir list --cluster` shows the running job and where its subtasks run; `weir stop
+/// --cluster` stops it with a savepoint (without drain); the job resumed on the cluster
+/// from the savepoint commits every window exactly once.
+#[test]
+fn a_cluster_job_stops_with_a_savepoint_and_resumes_from_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(3, tmp.path());
+    let (out, args) = windowed_job(tmp.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut job = cluster.submit(&args);
+    let started = Instant::now();
+    while !has_checkpoint(&tmp.path().join("chk")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{}",
+            cluster.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let listed = weir()
+        .args(["list", "--cluster", &cluster.address])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(
+        listed.contains("RUNNING") && listed.contains("subtasks on"),
+        "{listed}"
+    );
+    let job_id = listed.split_whitespace().next().unwrap().to_string();
+
+    let savepoints = tmp.path().join("savepoints");
+    let stopped = weir()
+        .args(["stop", "--cluster", &cluster.address, &job_id[..8]])
+        .args(["--savepoint-dir", savepoints.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&stopped.stdout).to_string();
+    assert!(
+        stopped.status.success(),
+        "{said}{}\n{}",
+        String::from_utf8_lossy(&stopped.stderr),
+        cluster.all_logs()
+    );
+    let savepoint = said
+        .trim()
+        .strip_prefix("Savepoint completed. Path: ")
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_string();
+    let status = job.wait().unwrap();
+    assert!(status.success(), "{}", stderr_of(&mut job));
+    let windows = committed_lines(&out).len();
+    assert!(
+        windows < 3000,
+        "the job ended before it was stopped ({windows} rows)"
+    );
+
+    let mut resumed = args.clone();
+    resumed.extend(["--restore", &savepoint]);
+    let err = cluster.run_ok(&resumed);
+    assert!(err.contains("restored from"), "{err}");
+    assert_windows_exactly_once(&out);
+}

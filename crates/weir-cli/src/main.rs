@@ -127,9 +127,16 @@ enum Command {
         /// of the job).
         #[arg(long)]
         savepoint_dir: Option<String>,
+        /// The job runs on the cluster of the coordinator at this address.
+        #[arg(long, value_name = "ADDRESS")]
+        cluster: Option<String>,
     },
-    /// List the jobs running on this machine for this user.
-    List,
+    /// List the jobs running on this machine for this user (or on a cluster).
+    List {
+        /// List the jobs of the coordinator at this address.
+        #[arg(long, value_name = "ADDRESS")]
+        cluster: Option<String>,
+    },
     /// The interactive SQL shell (also what `weir` alone starts).
     Shell {
         /// Run this script first, then read statements interactively (Flink's -i).
@@ -345,8 +352,42 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             job,
             drain,
             savepoint_dir,
+            cluster: None,
         } => control::stop(&job, drain, savepoint_dir).await,
-        Command::List => control::list().await,
+        Command::Stop {
+            job,
+            drain,
+            savepoint_dir,
+            cluster: Some(address),
+        } => {
+            let request = weir_cluster::coordinator::StopRequest {
+                job,
+                drain,
+                savepoint_dir,
+            };
+            let savepoint = weir_cluster::client::stop(&address, &request).await?;
+            out!("Savepoint completed. Path: {savepoint}");
+            Ok(0)
+        }
+        Command::List { cluster: None } => control::list().await,
+        Command::List {
+            cluster: Some(address),
+        } => {
+            for job in weir_cluster::client::list(&address).await? {
+                out!(
+                    "{}  {}  last checkpoint {}  restarts {}",
+                    job.job_id,
+                    job.status,
+                    job.last_checkpoint
+                        .map_or_else(|| "-".to_string(), |c| c.to_string()),
+                    job.restarts
+                );
+                for (vertex, workers) in &job.placement {
+                    out!("    {vertex}: subtasks on {}", workers.join(", "));
+                }
+            }
+            Ok(0)
+        }
         run @ Command::Run { .. } => run_script(run).await,
         Command::Coordinator {
             listen,

@@ -1,6 +1,7 @@
-//! Submitting a job to a coordinator (`weir run --cluster URL`).
+//! Submitting a job to a coordinator (`weir run --cluster`), listing and stopping its
+//! jobs (`weir list --cluster`, `weir stop --cluster`).
 
-use crate::coordinator::{JobUpdate, Submission};
+use crate::coordinator::{JobUpdate, RunningJob, StopRequest, Submission};
 use crate::service::connect;
 use crate::{JobDefinition, endpoint_url};
 use arrow_flight::Action;
@@ -106,4 +107,38 @@ async fn follow(
         }
     }
     Ok(Followed::Lost)
+}
+
+/// Runs the coordinator's action `kind` with `body` and returns its one result.
+async fn one_action(address: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>> {
+    let url = endpoint_url(address);
+    let mut client = connect(&url).await?;
+    let action = Action {
+        r#type: kind.into(),
+        body: body.into(),
+    };
+    let refused = |s: tonic::Status| Error::Remote(s.message().to_string());
+    let mut results = client
+        .do_action(action)
+        .await
+        .map_err(refused)?
+        .into_inner();
+    match results.next().await {
+        Some(r) => Ok(r.map_err(refused)?.body.to_vec()),
+        None => Err(Error::External(format!("no answer from {url}"))),
+    }
+}
+
+/// The jobs running on the coordinator at `address` (`weir list --cluster`).
+pub async fn list(address: &str) -> Result<Vec<RunningJob>> {
+    let body = one_action(address, "list", Vec::new()).await?;
+    serde_json::from_slice(&body).map_err(|e| Error::External(format!("unreadable job list: {e}")))
+}
+
+/// Stops a job on the coordinator at `address` with a savepoint (`weir stop --cluster`);
+/// returns the savepoint's location.
+pub async fn stop(address: &str, request: &StopRequest) -> Result<String> {
+    let body = serde_json::to_vec(request).map_err(|e| Error::internal(e.to_string()))?;
+    let savepoint = one_action(address, "stop", body).await?;
+    Ok(String::from_utf8_lossy(&savepoint).to_string())
 }

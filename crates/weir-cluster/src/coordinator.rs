@@ -62,6 +62,8 @@ pub struct CoordinatorState {
     slot_timeout: Duration,
     /// Jobs submitted to this coordinator, by submission id.
     jobs: Mutex<HashMap<uuid::Uuid, tokio::sync::watch::Receiver<JobStatus>>>,
+    /// Jobs running now, by job id.
+    running: Mutex<HashMap<String, Running>>,
     records: JobRecords,
 }
 
@@ -102,6 +104,7 @@ impl Coordinator {
             heartbeat_timeout: config.heartbeat_timeout,
             slot_timeout: config.slot_timeout,
             jobs: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
             records,
         });
         let address = serve(Node::Coordinator(state.clone()), listener)?;
@@ -227,11 +230,30 @@ impl CoordinatorState {
         Response<BoxStream<'static, std::result::Result<arrow_flight::Result, Status>>>,
         Status,
     > {
-        if action.r#type != "submit" {
-            return Err(Status::unimplemented(format!(
-                "unknown action '{}'",
-                action.r#type
-            )));
+        match action.r#type.as_str() {
+            "submit" => {}
+            "list" => {
+                let body = serde_json::to_vec(&self.running()).expect("job lists serialize");
+                let one =
+                    futures::stream::once(
+                        async move { Ok(arrow_flight::Result { body: body.into() }) },
+                    );
+                return Ok(Response::new(one.boxed()));
+            }
+            "stop" => {
+                let request: StopRequest = serde_json::from_slice(&action.body)
+                    .map_err(|e| Status::invalid_argument(format!("unreadable request: {e}")))?;
+                let savepoint = self.stop(request).await.map_err(status)?;
+                let one = futures::stream::once(async move {
+                    Ok(arrow_flight::Result {
+                        body: savepoint.into_bytes().into(),
+                    })
+                });
+                return Ok(Response::new(one.boxed()));
+            }
+            other => {
+                return Err(Status::unimplemented(format!("unknown action '{other}'")));
+            }
         }
         let submission: Submission = serde_json::from_slice(&action.body)
             .map_err(|e| Status::invalid_argument(format!("unreadable job: {e}")))?;
@@ -249,6 +271,62 @@ impl CoordinatorState {
             }
         };
         Ok(Response::new(follow(status)))
+    }
+
+    /// The jobs running now.
+    fn running(&self) -> Vec<RunningJob> {
+        let mut jobs: Vec<RunningJob> = lock(&self.running)
+            .iter()
+            .map(|(id, r)| RunningJob {
+                job_id: id.clone(),
+                restarts: r.metrics.restarts(),
+                last_checkpoint: r.metrics.last_checkpoint(),
+                status: if r.metrics.is_restarting() {
+                    "RESTARTING"
+                } else {
+                    "RUNNING"
+                }
+                .into(),
+                placement: lock(&r.cluster.placed).clone(),
+            })
+            .collect();
+        jobs.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+        jobs
+    }
+
+    /// Stops a running job (its id, or a unique prefix of it) with a savepoint.
+    async fn stop(&self, request: StopRequest) -> Result<String> {
+        let (id, controller, default_dir) = {
+            let running = lock(&self.running);
+            let matching: Vec<_> = running
+                .iter()
+                .filter(|(id, _)| id.starts_with(&request.job))
+                .collect();
+            match matching[..] {
+                [(id, r)] => (id.clone(), r.controller.clone(), r.savepoint_dir.clone()),
+                [] => {
+                    return Err(Error::config(format!(
+                        "no running job '{}' on this coordinator",
+                        request.job
+                    )));
+                }
+                _ => {
+                    return Err(Error::config(format!(
+                        "'{}' names {} running jobs; give more of the id",
+                        request.job,
+                        matching.len()
+                    )));
+                }
+            }
+        };
+        let dir = request.savepoint_dir.or(default_dir).ok_or_else(|| {
+            Error::config(
+                "no savepoint folder: pass --savepoint-dir or set \
+                 execution.checkpointing.savepoint-dir in the job",
+            )
+        })?;
+        tracing::info!("stopping job {id} with a savepoint under {dir}");
+        controller.stop_with_savepoint(request.drain, &dir).await
     }
 
     /// Records and starts a job; its status is what submitters follow.
@@ -312,8 +390,18 @@ impl CoordinatorState {
             placement: lock(&cluster.placed).clone(),
         }));
         let job_id = handle.job_id;
+        lock(&self.running).insert(
+            job_id.to_string(),
+            Running {
+                controller: handle.controller(),
+                metrics: handle.metrics.clone(),
+                savepoint_dir: engine.config().savepoint_dir(),
+                cluster: cluster.clone(),
+            },
+        );
         // The session lives as long as the job (its REST server, if any).
         let outcome = handle.wait().await;
+        lock(&self.running).remove(&job_id.to_string());
         drop(engine);
         let o = outcome?;
         tracing::info!("job {job_id} finished");
@@ -354,6 +442,36 @@ impl CoordinatorState {
         }
         Ok(())
     }
+}
+
+/// A running job, as the coordinator controls it.
+struct Running {
+    controller: weir_runtime::JobController,
+    metrics: Arc<weir_runtime::JobMetrics>,
+    savepoint_dir: Option<String>,
+    cluster: Arc<ClusterJob>,
+}
+
+/// A running job, as `weir list --cluster` shows it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct RunningJob {
+    pub job_id: String,
+    /// `RUNNING` or `RESTARTING`.
+    pub status: String,
+    pub restarts: u64,
+    pub last_checkpoint: Option<u64>,
+    /// See [`JobUpdate::Started`].
+    pub placement: Vec<(String, Vec<String>)>,
+}
+
+/// `weir stop --cluster`: stop a job with a savepoint.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct StopRequest {
+    /// The job id, or a unique prefix of it.
+    pub job: String,
+    pub drain: bool,
+    /// Default: the job's `execution.checkpointing.savepoint-dir`.
+    pub savepoint_dir: Option<String>,
 }
 
 /// A submission: the job, and an id chosen by the submitter so that it can follow the

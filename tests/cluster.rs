@@ -217,6 +217,14 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
             .filter_map(|l| l.split_once(": subtasks on ").map(|(_, at)| at))
             .any(|at| matches!(at.split(", ").collect::<Vec<_>>()[..], [a, b] if a != b));
         assert!(spread, "{name}: no operator shown on two workers: {err}");
+        // The workers' row counts reach the coordinator.
+        let rows_in: u64 = err
+            .split(" rows in")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(rows_in > 0, "{name}: no rows counted: {err}");
         let got = materialize(committed_lines(&out));
         let missing: Vec<_> = expected
             .iter()
@@ -596,15 +604,24 @@ fn a_cluster_job_stops_with_a_savepoint_and_resumes_from_it() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let listed = weir()
-        .args(["list", "--cluster", &cluster.address])
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    // Workers report their row counts every second.
+    let list = || {
+        let listed = weir()
+            .args(["list", "--cluster", &cluster.address])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&listed.stdout).to_string()
+    };
+    let mut listed = list();
+    while listed.contains("rows in 0 ") && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+        listed = list();
+    }
     assert!(
         listed.contains("RUNNING") && listed.contains("subtasks on"),
         "{listed}"
     );
+    assert!(!listed.contains("rows in 0 "), "{listed}");
     let job_id = listed.split_whitespace().next().unwrap().to_string();
 
     let savepoints = tmp.path().join("savepoints");

@@ -375,9 +375,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         } => {
             for job in weir_cluster::client::list(&address).await? {
                 out!(
-                    "{}  {}  last checkpoint {}  restarts {}",
+                    "{}  {}  rows in {}  rows out {}  last checkpoint {}  restarts {}",
                     job.job_id,
                     job.status,
+                    job.rows_in,
+                    job.rows_out,
                     job.last_checkpoint
                         .map_or_else(|| "-".to_string(), |c| c.to_string()),
                     job.restarts
@@ -465,13 +467,16 @@ async fn run_on_cluster(
         JobUpdate::Finished {
             checkpoints,
             restarts,
+            rows_in,
+            rows_out,
             ..
         },
         false,
     ) = (ended, quiet)
     {
         eprintln!(
-            "weir: job finished on the cluster in {:.1}s: {checkpoints} checkpoints{}",
+            "weir: job finished on the cluster in {:.1}s: {rows_in} rows in, {rows_out} rows \
+             out, {checkpoints} checkpoints{}",
             started.elapsed().as_secs_f64(),
             match restarts {
                 0 => String::new(),

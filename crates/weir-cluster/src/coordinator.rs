@@ -36,6 +36,8 @@ pub enum JobUpdate {
         checkpoints: u64,
         restarts: u64,
         last_checkpoint: Option<String>,
+        rows_in: u64,
+        rows_out: u64,
     },
 }
 
@@ -52,6 +54,10 @@ struct WorkerEntry {
 struct PartEntry {
     events: mpsc::UnboundedSender<TaskEvent>,
     ended: Option<oneshot::Sender<std::result::Result<(), String>>>,
+    /// The job's metrics, and the rows in and out the part reported last (its counts
+    /// are cumulative; the job's grow by the difference).
+    metrics: Arc<weir_runtime::JobMetrics>,
+    reported: (u64, u64),
 }
 
 /// The coordinator's state, shared by its Flight service and its jobs.
@@ -193,6 +199,23 @@ impl CoordinatorState {
         };
         match msg {
             ToCoordinator::Register { .. } | ToCoordinator::Heartbeat => {}
+            ToCoordinator::Progress {
+                attempt,
+                rows_in,
+                rows_out,
+            } => {
+                if let Some(part) = entry.parts.get_mut(&attempt) {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    let (was_in, was_out) = part.reported;
+                    part.metrics
+                        .rows_in
+                        .fetch_add(rows_in.saturating_sub(was_in), Relaxed);
+                    part.metrics
+                        .rows_out
+                        .fetch_add(rows_out.saturating_sub(was_out), Relaxed);
+                    part.reported = (rows_in.max(was_in), rows_out.max(was_out));
+                }
+            }
             ToCoordinator::Event { attempt, event } => {
                 if let Some(part) = entry.parts.get(&attempt) {
                     let _ = part.events.send(event);
@@ -279,6 +302,8 @@ impl CoordinatorState {
             .iter()
             .map(|(id, r)| RunningJob {
                 job_id: id.clone(),
+                rows_in: r.metrics.rows_in(),
+                rows_out: r.metrics.rows_out(),
                 restarts: r.metrics.restarts(),
                 last_checkpoint: r.metrics.last_checkpoint(),
                 status: if r.metrics.is_restarting() {
@@ -400,6 +425,7 @@ impl CoordinatorState {
             },
         );
         // The session lives as long as the job (its REST server, if any).
+        let metrics = handle.metrics.clone();
         let outcome = handle.wait().await;
         lock(&self.running).remove(&job_id.to_string());
         drop(engine);
@@ -409,6 +435,8 @@ impl CoordinatorState {
             checkpoints: o.checkpoints_completed,
             restarts: o.restarts,
             last_checkpoint: o.last_checkpoint,
+            rows_in: metrics.rows_in(),
+            rows_out: metrics.rows_out(),
         }))
     }
 
@@ -456,6 +484,9 @@ struct Running {
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct RunningJob {
     pub job_id: String,
+    /// Rows the sources emitted and the sinks took, over the workers' reports.
+    pub rows_in: u64,
+    pub rows_out: u64,
     /// `RUNNING` or `RESTARTING`.
     pub status: String,
     pub restarts: u64,
@@ -637,6 +668,7 @@ impl Cluster for ClusterJob {
         spec: AttemptSpec,
         controls: Vec<(TaskRef, mpsc::UnboundedReceiver<Control>)>,
         events: mpsc::UnboundedSender<TaskEvent>,
+        metrics: Arc<weir_runtime::JobMetrics>,
     ) -> weir_runtime::job::Part {
         let address = spec.workers[worker].clone();
         let attempt = spec.attempt;
@@ -652,6 +684,8 @@ impl Cluster for ClusterJob {
                         PartEntry {
                             events,
                             ended: Some(ended_tx),
+                            metrics,
+                            reported: (0, 0),
                         },
                     );
                     (*id, w.to_worker.clone())

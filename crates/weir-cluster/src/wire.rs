@@ -23,6 +23,13 @@ pub enum ToCoordinator {
         data_address: String,
     },
     Heartbeat,
+    /// Rows the tasks of a part counted so far (sent with each heartbeat, and before
+    /// `PartEnded`).
+    Progress {
+        attempt: uuid::Uuid,
+        rows_in: u64,
+        rows_out: u64,
+    },
     /// An event of a task of attempt `attempt`.
     Event {
         attempt: uuid::Uuid,

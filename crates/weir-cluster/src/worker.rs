@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
-use weir_runtime::Message;
 use weir_runtime::remote::{AttemptSpec, ChannelId, Control, TaskRef, Transport};
+use weir_runtime::{JobMetrics, Message};
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -237,6 +237,20 @@ pub async fn run(config: WorkerConfig) -> Result<()> {
     }
 }
 
+/// How often a worker reports its parts' row counts (they also count as heartbeats).
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The metrics of the parts a worker runs, by attempt.
+type Progress = Arc<Mutex<HashMap<uuid::Uuid, Arc<JobMetrics>>>>;
+
+fn progress_of(attempt: uuid::Uuid, metrics: &JobMetrics) -> ToCoordinator {
+    ToCoordinator::Progress {
+        attempt,
+        rows_in: metrics.rows_in(),
+        rows_out: metrics.rows_out(),
+    }
+}
+
 /// A running part of an attempt.
 struct RunningPart {
     controls: mpsc::UnboundedSender<(TaskRef, Control)>,
@@ -256,13 +270,25 @@ async fn session(
         slots: config.slots,
         data_address: data_address.to_string(),
     });
+    // The metrics of the parts running, reported every second.
+    let progress: Progress = Default::default();
     let heartbeat = {
-        let (out, every) = (out.clone(), config.heartbeat_interval);
+        let (out, every, progress) = (out.clone(), config.heartbeat_interval, progress.clone());
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
+            let mut beat = tokio::time::interval(every);
+            let mut report = tokio::time::interval(PROGRESS_EVERY);
             loop {
-                tick.tick().await;
-                if out.send(ToCoordinator::Heartbeat).is_err() {
+                let sent = tokio::select! {
+                    _ = beat.tick() => out.send(ToCoordinator::Heartbeat),
+                    _ = report.tick() => {
+                        let reports: Vec<_> = lock(&progress)
+                            .iter()
+                            .map(|(attempt, metrics)| progress_of(*attempt, metrics))
+                            .collect();
+                        reports.into_iter().try_for_each(|r| out.send(r))
+                    }
+                };
+                if sent.is_err() {
                     return;
                 }
             }
@@ -279,6 +305,7 @@ async fn session(
         while let Some(frame) = inbound.next().await {
             let frame = frame.map_err(|e| Error::External(e.message().to_string()))?;
             parts.retain(|_, p| !p.handle.is_finished());
+            lock(&progress).retain(|attempt, _| parts.contains_key(attempt));
             match read_control::<ToWorker>(&frame)? {
                 ToWorker::Registered { worker_id } => {
                     eprintln!("weir: registered with the coordinator as worker {worker_id}");
@@ -286,14 +313,16 @@ async fn session(
                 ToWorker::Start { job, spec, me } => {
                     let attempt = spec.attempt;
                     let (controls, controls_rx) = mpsc::unbounded_channel();
+                    let metrics = Arc::new(JobMetrics::default());
+                    lock(&progress).insert(attempt, metrics.clone());
                     let handle = tokio::spawn(run_attempt_part(
                         job,
                         spec,
                         me,
-                        inbox.clone(),
-                        peers.clone(),
+                        (inbox.clone(), peers.clone()),
                         controls_rx,
                         out.clone(),
+                        metrics,
                     ));
                     parts.insert(attempt, RunningPart { controls, handle });
                 }
@@ -332,10 +361,10 @@ async fn run_attempt_part(
     job: JobDefinition,
     spec: AttemptSpec,
     me: usize,
-    inbox: Arc<Inbox>,
-    peers: Arc<Peers>,
+    (inbox, peers): (Arc<Inbox>, Arc<Peers>),
     controls: mpsc::UnboundedReceiver<(TaskRef, Control)>,
     out: mpsc::UnboundedSender<ToCoordinator>,
+    metrics: Arc<JobMetrics>,
 ) {
     let attempt = spec.attempt;
     let result = async {
@@ -356,9 +385,17 @@ async fn run_attempt_part(
             inbox: inbox.clone(),
             peers,
         });
-        let ran =
-            weir_runtime::remote::run_part(graph, opts, spec, me, transport, controls, events)
-                .await;
+        let ran = weir_runtime::remote::run_part(
+            graph,
+            opts,
+            spec,
+            me,
+            transport,
+            controls,
+            events,
+            metrics.clone(),
+        )
+        .await;
         // Every event the tasks sent goes out before the end of the part.
         let _ = tokio::time::timeout(Duration::from_secs(10), forward).await;
         drop(engine);
@@ -369,6 +406,7 @@ async fn run_attempt_part(
     if let Err(e) = &result {
         tracing::warn!("attempt {attempt}: this worker's part failed: {e}");
     }
+    let _ = out.send(progress_of(attempt, &metrics));
     let _ = out.send(ToCoordinator::PartEnded {
         attempt,
         error: result.err().map(|e| e.to_string()),

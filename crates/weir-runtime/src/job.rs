@@ -581,7 +581,7 @@ impl Run {
                     workers: placement.workers.clone(),
                     placement: placement.of.clone(),
                 };
-                remote_parts(cluster.as_ref(), spec, &event_tx)
+                remote_parts(cluster.as_ref(), spec, &event_tx, metrics)
             }
             _ => {
                 let (tasks, controls) = build_tasks(
@@ -907,6 +907,7 @@ fn remote_parts(
     cluster: &dyn Cluster,
     spec: AttemptSpec,
     event_tx: &mpsc::UnboundedSender<crate::task::TaskEvent>,
+    metrics: &Arc<JobMetrics>,
 ) -> (
     Vec<Part>,
     Vec<Vec<mpsc::UnboundedSender<crate::task::Control>>>,
@@ -932,7 +933,9 @@ fn remote_parts(
         .into_iter()
         .enumerate()
         .filter(|(_, controls)| !controls.is_empty())
-        .map(|(w, controls)| cluster.run_part(w, spec.clone(), controls, event_tx.clone()))
+        .map(|(w, controls)| {
+            cluster.run_part(w, spec.clone(), controls, event_tx.clone(), metrics.clone())
+        })
         .collect();
     (parts, controls)
 }

@@ -83,13 +83,15 @@ pub trait Cluster: Send + Sync {
     /// Starts the share of the attempt that `spec` places on worker `worker` and ends
     /// with it: `Ok` once its tasks all closed, an error when one failed or the worker
     /// was lost. `controls` are the coordinator's messages for its tasks, to deliver in
-    /// order; the tasks' events go to `events`. Dropping the part cancels it.
+    /// order; the tasks' events go to `events`, and the rows they count are added to
+    /// `metrics` (the job's). Dropping the part cancels it.
     fn run_part(
         &self,
         worker: usize,
         spec: AttemptSpec,
         controls: Vec<(TaskRef, mpsc::UnboundedReceiver<Control>)>,
         events: mpsc::UnboundedSender<TaskEvent>,
+        metrics: Arc<JobMetrics>,
     ) -> Part;
 }
 
@@ -125,7 +127,8 @@ pub fn spread(parallelism: &[usize], slots: &[usize]) -> Result<Vec<Vec<usize>>>
 /// compiled it (not chained), `opts` its options (the job id and restore point come from
 /// `spec`). Ends when they all closed, or with the first failure, which cancels the rest.
 /// Messages for the tasks come from `controls`; when it closes (the coordinator cancelled
-/// the attempt) the tasks are cancelled.
+/// the attempt) the tasks are cancelled. The tasks count into `metrics`.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_part(
     graph: JobGraph,
     opts: JobOptions,
@@ -134,6 +137,7 @@ pub async fn run_part(
     transport: Arc<dyn Transport>,
     mut controls: mpsc::UnboundedReceiver<(TaskRef, Control)>,
     events: mpsc::UnboundedSender<TaskEvent>,
+    metrics: Arc<JobMetrics>,
 ) -> Result<()> {
     let job_fingerprint = fingerprint(&graph);
     if job_fingerprint != spec.fingerprint {
@@ -166,7 +170,6 @@ pub async fn run_part(
         Some((r, loaded)) => (Some(r), loaded),
         None => (None, Vec::new()),
     };
-    let metrics = Arc::new(JobMetrics::default());
     metrics.register_graph(&graph, opts.detailed_metrics);
     let context = AttemptContext {
         job_id: spec.job_id,

@@ -152,6 +152,16 @@ impl CoordinatorState {
         else {
             return Err(Status::invalid_argument("a worker must register first"));
         };
+        // A worker that registers again (its connection broke and it came back before
+        // this coordinator noticed) replaces its old entry: the parts it ran there fail.
+        let stale: Vec<u64> = lock(&self.workers)
+            .iter()
+            .filter(|(_, w)| w.data_address == data_address)
+            .map(|(id, _)| *id)
+            .collect();
+        for old in stale {
+            self.lose(old, "it registered again");
+        }
         let id = self
             .next_worker
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -279,16 +279,16 @@ async fn session(
             let mut report = tokio::time::interval(PROGRESS_EVERY);
             loop {
                 let sent = tokio::select! {
-                    _ = beat.tick() => out.send(ToCoordinator::Heartbeat),
+                    _ = beat.tick() => out.send(ToCoordinator::Heartbeat).is_ok(),
                     _ = report.tick() => {
                         let reports: Vec<_> = lock(&progress)
                             .iter()
                             .map(|(attempt, metrics)| progress_of(*attempt, metrics))
                             .collect();
-                        reports.into_iter().try_for_each(|r| out.send(r))
+                        reports.into_iter().all(|r| out.send(r).is_ok())
                     }
                 };
-                if sent.is_err() {
+                if !sent {
                     return;
                 }
             }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
-use weir_runtime::remote::{AttemptSpec, Cluster, Control, Placement, TaskEvent, TaskRef, spread};
+use weir_runtime::remote::{AttemptSpec, Cluster, PartLink, Placement, TaskEvent, spread};
 
 /// The `submit` action's result messages (JSON in each result's body).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -58,6 +58,7 @@ struct PartEntry {
     /// are cumulative; the job's grow by the difference).
     metrics: Arc<weir_runtime::JobMetrics>,
     reported: (u64, u64),
+    checkpoint_requests: Arc<tokio::sync::Notify>,
 }
 
 /// The coordinator's state, shared by its Flight service and its jobs.
@@ -209,6 +210,11 @@ impl CoordinatorState {
         };
         match msg {
             ToCoordinator::Register { .. } | ToCoordinator::Heartbeat => {}
+            ToCoordinator::RequestCheckpoint { attempt } => {
+                if let Some(part) = entry.parts.get(&attempt) {
+                    part.checkpoint_requests.notify_one();
+                }
+            }
             ToCoordinator::Progress {
                 attempt,
                 rows_in,
@@ -676,10 +682,14 @@ impl Cluster for ClusterJob {
         &self,
         worker: usize,
         spec: AttemptSpec,
-        controls: Vec<(TaskRef, mpsc::UnboundedReceiver<Control>)>,
-        events: mpsc::UnboundedSender<TaskEvent>,
-        metrics: Arc<weir_runtime::JobMetrics>,
+        link: PartLink,
     ) -> weir_runtime::job::Part {
+        let PartLink {
+            controls,
+            events,
+            metrics,
+            checkpoint_requests,
+        } = link;
         let address = spec.workers[worker].clone();
         let attempt = spec.attempt;
         let (ended_tx, ended_rx) = oneshot::channel();
@@ -696,6 +706,7 @@ impl Cluster for ClusterJob {
                             ended: Some(ended_tx),
                             metrics,
                             reported: (0, 0),
+                            checkpoint_requests,
                         },
                     );
                     (*id, w.to_worker.clone())

@@ -35,6 +35,10 @@ pub enum ToCoordinator {
         attempt: uuid::Uuid,
         event: TaskEvent,
     },
+    /// A task of `attempt` asked for an early checkpoint.
+    RequestCheckpoint {
+        attempt: uuid::Uuid,
+    },
     /// The worker's part of `attempt` ended: every task closed, or `error`.
     PartEnded {
         attempt: uuid::Uuid,

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
-use weir_runtime::remote::{AttemptSpec, ChannelId, Control, TaskRef, Transport};
+use weir_runtime::remote::{AttemptSpec, ChannelId, Control, TaskRef, Transport, WorkerLink};
 use weir_runtime::{JobMetrics, Message};
 
 /// How a worker runs.
@@ -385,17 +385,30 @@ async fn run_attempt_part(
             inbox: inbox.clone(),
             peers,
         });
-        let ran = weir_runtime::remote::run_part(
-            graph,
-            opts,
-            spec,
-            me,
-            transport,
+        // Early checkpoints the tasks ask for are the coordinator's to take.
+        let checkpoint_requests = Arc::new(tokio::sync::Notify::new());
+        let requests = {
+            let (out, asked) = (out.clone(), checkpoint_requests.clone());
+            tokio::spawn(async move {
+                loop {
+                    asked.notified().await;
+                    if out
+                        .send(ToCoordinator::RequestCheckpoint { attempt })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+        };
+        let link = WorkerLink {
             controls,
             events,
-            metrics.clone(),
-        )
-        .await;
+            metrics: metrics.clone(),
+            checkpoint_requests,
+        };
+        let ran = weir_runtime::remote::run_part(graph, opts, spec, me, transport, link).await;
+        requests.abort();
         // Every event the tasks sent goes out before the end of the part.
         let _ = tokio::time::timeout(Duration::from_secs(10), forward).await;
         drop(engine);

@@ -12,7 +12,7 @@ use crate::lease::Lease;
 use crate::metrics::JobMetrics;
 use crate::operator::TaskInfo;
 use crate::plan::{redistribute, upstream_tasks};
-use crate::remote::{AttemptSpec, ChannelId, Cluster, Transport};
+use crate::remote::{AttemptSpec, ChannelId, Cluster, PartLink, Transport};
 use crate::restore::{check_earlier_output, fingerprint, latest_of_job, lineage, resolve_restore};
 use crate::storage::CheckpointStorage;
 use crate::task::{InputChannel, Task};
@@ -581,7 +581,13 @@ impl Run {
                     workers: placement.workers.clone(),
                     placement: placement.of.clone(),
                 };
-                remote_parts(cluster.as_ref(), spec, &event_tx, metrics)
+                remote_parts(
+                    cluster.as_ref(),
+                    spec,
+                    &event_tx,
+                    metrics,
+                    &context.checkpoint_requests,
+                )
             }
             _ => {
                 let (tasks, controls) = build_tasks(
@@ -908,6 +914,7 @@ fn remote_parts(
     spec: AttemptSpec,
     event_tx: &mpsc::UnboundedSender<crate::task::TaskEvent>,
     metrics: &Arc<JobMetrics>,
+    checkpoint_requests: &Arc<tokio::sync::Notify>,
 ) -> (
     Vec<Part>,
     Vec<Vec<mpsc::UnboundedSender<crate::task::Control>>>,
@@ -934,7 +941,13 @@ fn remote_parts(
         .enumerate()
         .filter(|(_, controls)| !controls.is_empty())
         .map(|(w, controls)| {
-            cluster.run_part(w, spec.clone(), controls, event_tx.clone(), metrics.clone())
+            let link = PartLink {
+                controls,
+                events: event_tx.clone(),
+                metrics: metrics.clone(),
+                checkpoint_requests: checkpoint_requests.clone(),
+            };
+            cluster.run_part(w, spec.clone(), link)
         })
         .collect();
     (parts, controls)

@@ -82,17 +82,35 @@ pub trait Cluster: Send + Sync {
 
     /// Starts the share of the attempt that `spec` places on worker `worker` and ends
     /// with it: `Ok` once its tasks all closed, an error when one failed or the worker
-    /// was lost. `controls` are the coordinator's messages for its tasks, to deliver in
-    /// order; the tasks' events go to `events`, and the rows they count are added to
-    /// `metrics` (the job's). Dropping the part cancels it.
-    fn run_part(
-        &self,
-        worker: usize,
-        spec: AttemptSpec,
-        controls: Vec<(TaskRef, mpsc::UnboundedReceiver<Control>)>,
-        events: mpsc::UnboundedSender<TaskEvent>,
-        metrics: Arc<JobMetrics>,
-    ) -> Part;
+    /// was lost. `link` carries what passes between the part and the coordinator's side
+    /// of the job. Dropping the part cancels it.
+    fn run_part(&self, worker: usize, spec: AttemptSpec, link: PartLink) -> Part;
+}
+
+/// What passes between a part on a worker and the coordinator's side of the job.
+pub struct PartLink {
+    /// The coordinator's messages for the part's tasks, to deliver in order per task.
+    pub controls: Vec<(TaskRef, mpsc::UnboundedReceiver<Control>)>,
+    /// Where the tasks' events go, in the order each task sent them.
+    pub events: mpsc::UnboundedSender<TaskEvent>,
+    /// The job's metrics: the rows the tasks count are added to them.
+    pub metrics: Arc<JobMetrics>,
+    /// Notified when a task asks for an early checkpoint
+    /// ([`crate::TaskInfo::request_checkpoint`]).
+    pub checkpoint_requests: Arc<tokio::sync::Notify>,
+}
+
+/// The worker's end of a [`PartLink`].
+pub struct WorkerLink {
+    /// The coordinator's messages for the part's tasks; when it closes (the coordinator
+    /// cancelled the attempt) the tasks are cancelled.
+    pub controls: mpsc::UnboundedReceiver<(TaskRef, Control)>,
+    pub events: mpsc::UnboundedSender<TaskEvent>,
+    /// The part's own metrics, which the tasks count into.
+    pub metrics: Arc<JobMetrics>,
+    /// Notified when a task here asks for an early checkpoint; the worker tells the
+    /// coordinator.
+    pub checkpoint_requests: Arc<tokio::sync::Notify>,
 }
 
 /// Spreads subtasks over workers with `slots[w]` slots each, as Flink's slot sharing
@@ -126,19 +144,21 @@ pub fn spread(parallelism: &[usize], slots: &[usize]) -> Result<Vec<Vec<usize>>>
 /// Runs the tasks that `spec` places on worker `me`: `graph` is the job as this worker
 /// compiled it (not chained), `opts` its options (the job id and restore point come from
 /// `spec`). Ends when they all closed, or with the first failure, which cancels the rest.
-/// Messages for the tasks come from `controls`; when it closes (the coordinator cancelled
-/// the attempt) the tasks are cancelled. The tasks count into `metrics`.
-#[allow(clippy::too_many_arguments)]
+/// The part talks to the coordinator through `link`.
 pub async fn run_part(
     graph: JobGraph,
     opts: JobOptions,
     spec: AttemptSpec,
     me: usize,
     transport: Arc<dyn Transport>,
-    mut controls: mpsc::UnboundedReceiver<(TaskRef, Control)>,
-    events: mpsc::UnboundedSender<TaskEvent>,
-    metrics: Arc<JobMetrics>,
+    link: WorkerLink,
 ) -> Result<()> {
+    let WorkerLink {
+        mut controls,
+        events,
+        metrics,
+        checkpoint_requests,
+    } = link;
     let job_fingerprint = fingerprint(&graph);
     if job_fingerprint != spec.fingerprint {
         return Err(Error::config(
@@ -181,7 +201,7 @@ pub async fn run_part(
         fence: Default::default(),
         metrics,
         opts,
-        checkpoint_requests: Arc::new(tokio::sync::Notify::new()),
+        checkpoint_requests,
     };
     let placed = Placed {
         of: &spec.placement,

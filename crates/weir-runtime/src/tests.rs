@@ -4,6 +4,7 @@
 use crate::checkpoint::{OperatorState, StateDistribution, SubtaskStatus};
 use crate::graph::{JobGraph, Partitioning, Vertex};
 use crate::job::{JobOptions, RestoreFrom, start};
+use crate::message::Message;
 use crate::operator::{Operator, OperatorFactory, Output, TaskInfo};
 use crate::source::{Source, SourceFactory, SourcePoll};
 use arrow::array::{AsArray, Int64Array, RecordBatch};
@@ -1090,4 +1091,216 @@ async fn idle_sources_do_not_hold_back_watermarks() {
             }
         }
     }
+}
+
+/// A cluster inside this process, for tests of attempts placed on workers: `workers`
+/// workers of one slot each. Each part runs [`crate::remote::run_part`] on a graph that
+/// `build` makes again (as a worker compiles the job), and its channels to other workers
+/// are joined in memory.
+struct Loopback {
+    workers: usize,
+    build: Arc<dyn Fn() -> JobGraph + Send + Sync>,
+    opts: JobOptions,
+    channels: Arc<LoopbackChannels>,
+}
+
+type ChannelKey = (uuid::Uuid, crate::remote::ChannelId);
+
+#[derive(Default)]
+struct LoopbackChannels {
+    registered: Mutex<std::collections::HashMap<ChannelKey, tokio::sync::mpsc::Sender<Message>>>,
+    changed: tokio::sync::Notify,
+}
+
+struct LoopbackTransport {
+    attempt: uuid::Uuid,
+    channels: Arc<LoopbackChannels>,
+}
+
+impl crate::remote::Transport for LoopbackTransport {
+    fn outgoing(
+        &self,
+        channel: crate::remote::ChannelId,
+        _: usize,
+        mut messages: tokio::sync::mpsc::Receiver<Message>,
+    ) {
+        let (channels, key) = (self.channels.clone(), (self.attempt, channel));
+        tokio::spawn(async move {
+            let tx = loop {
+                let changed = channels.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if let Some(tx) = channels.registered.lock().unwrap().remove(&key) {
+                    break tx;
+                }
+                changed.await;
+            };
+            while let Some(m) = messages.recv().await {
+                if tx.send(m).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    fn incoming(
+        &self,
+        channel: crate::remote::ChannelId,
+        messages: tokio::sync::mpsc::Sender<Message>,
+    ) {
+        let key = (self.attempt, channel);
+        self.channels
+            .registered
+            .lock()
+            .unwrap()
+            .insert(key, messages);
+        self.channels.changed.notify_waiters();
+    }
+}
+
+impl crate::remote::Cluster for Loopback {
+    fn place(&self, vertices: &[(String, usize)]) -> Result<crate::remote::Placement> {
+        let parallelism: Vec<usize> = vertices.iter().map(|v| v.1).collect();
+        Ok(crate::remote::Placement {
+            workers: (0..self.workers).map(|w| format!("w{w}")).collect(),
+            of: crate::remote::spread(&parallelism, &vec![1; self.workers])?,
+        })
+    }
+
+    fn run_part(
+        &self,
+        worker: usize,
+        spec: crate::remote::AttemptSpec,
+        link: crate::remote::PartLink,
+    ) -> crate::job::Part {
+        let (tx, controls) = tokio::sync::mpsc::unbounded_channel();
+        for (task, mut rx) in link.controls {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while let Some(c) = rx.recv().await {
+                    if tx.send((task, c)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let transport = Arc::new(LoopbackTransport {
+            attempt: spec.attempt,
+            channels: self.channels.clone(),
+        });
+        let worker_link = crate::remote::WorkerLink {
+            controls,
+            events: link.events,
+            metrics: Arc::new(crate::JobMetrics::default()),
+            checkpoint_requests: link.checkpoint_requests,
+        };
+        let (graph, opts) = ((self.build)(), self.opts.clone());
+        Box::pin(crate::remote::run_part(
+            graph,
+            opts,
+            spec,
+            worker,
+            transport,
+            worker_link,
+        ))
+    }
+}
+
+/// Starts the graph `build` makes on a [`Loopback`] cluster of `workers` workers.
+async fn start_on_loopback(
+    workers: usize,
+    build: Arc<dyn Fn() -> JobGraph + Send + Sync>,
+    opts: JobOptions,
+) -> crate::JobHandle {
+    let cluster = Arc::new(Loopback {
+        workers,
+        build: build.clone(),
+        opts: opts.clone(),
+        channels: Default::default(),
+    });
+    crate::start_on_cluster(build(), opts, cluster)
+        .await
+        .unwrap()
+}
+
+/// The lifecycle test's job with its subtasks on three workers: the hash exchange
+/// crosses them, and the lifecycle, the shared final checkpoint and the rows are the same
+/// as in one process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_job_on_a_cluster_follows_the_lifecycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let log: Log = Default::default();
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let build = {
+        let (log, collected) = (log.clone(), collected.clone());
+        Arc::new(move || {
+            let mut g = JobGraph::default();
+            let src = g.add_vertex(vertex(
+                "src",
+                2,
+                Some(Arc::new(CountingSourceFactory::new(Some(500)))),
+                vec![recorder("map", &log, None)],
+            ));
+            let agg = g.add_vertex(vertex(
+                "keyed",
+                3,
+                None,
+                vec![
+                    recorder("keyed", &log, None),
+                    recorder("sink", &log, Some(collected.clone())),
+                ],
+            ));
+            g.connect(src, agg, Partitioning::Hash(vec![0]), 0);
+            g
+        })
+    };
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_millis(20)),
+        checkpoint_dir: Some(dir.path().to_str().unwrap().into()),
+        ..Default::default()
+    };
+    let job = start_on_loopback(3, build, opts).await;
+    tokio::time::timeout(Duration::from_secs(30), job.wait())
+        .await
+        .expect("job hangs")
+        .unwrap();
+    validate(&log, true);
+    let mut v = collected.lock().unwrap().clone();
+    v.sort();
+    assert_eq!(v, (0..500).collect::<Vec<_>>());
+}
+
+/// An operator on a worker asks for an early checkpoint: the coordinator takes one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_on_a_worker_can_ask_for_an_early_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = Arc::new(|| {
+        let mut g = JobGraph::default();
+        let src = CountingSourceFactory {
+            rows: None,
+            short_subtask0: None,
+        };
+        g.add_vertex(vertex(
+            "src",
+            1,
+            Some(Arc::new(src)),
+            vec![Arc::new(RequestingFactory)],
+        ));
+        g
+    });
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_secs(3600)),
+        checkpoint_dir: Some(dir.path().to_str().unwrap().into()),
+        ..Default::default()
+    };
+    let job = start_on_loopback(2, build, opts).await;
+    let started = std::time::Instant::now();
+    while job.metrics.checkpoints_completed() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no checkpoint within 10 s of the request (interval: 1 h)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    job.cancel();
 }

@@ -434,7 +434,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-/// `weir run --cluster`: submits the job and waits for its end.
+/// `weir run --cluster`: submits the job and waits for its end, with a progress line from
+/// the coordinator's figures. Ctrl-C leaves the job running there.
 async fn run_on_cluster(
     address: &str,
     job: &weir_cluster::JobDefinition,
@@ -442,27 +443,72 @@ async fn run_on_cluster(
 ) -> anyhow::Result<i32> {
     use weir_cluster::coordinator::JobUpdate;
     let started = Instant::now();
+    // The job's id once it started, for the progress line.
+    let job_id = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
     // A coordinator that restarts is waited for (and follows the job again) this long.
     let reconnect_for = Duration::from_secs(300);
-    let ended = weir_cluster::client::submit(address, job, reconnect_for, |update| {
-        if let JobUpdate::Started {
-            job_id,
-            restored_from,
-            placement,
-        } = update
-        {
-            if !quiet {
-                eprintln!("weir: job {job_id} started on the cluster at {address}");
-                for (vertex, workers) in placement {
-                    eprintln!("weir:   {vertex}: subtasks on {}", workers.join(", "));
+    let submitted = {
+        let job_id = job_id.clone();
+        weir_cluster::client::submit(address, job, reconnect_for, move |update| {
+            if let JobUpdate::Started {
+                job_id: id,
+                restored_from,
+                placement,
+            } = update
+            {
+                if !quiet {
+                    eprintln!("weir: job {id} started on the cluster at {address}");
+                    for (vertex, workers) in placement {
+                        eprintln!("weir:   {vertex}: subtasks on {}", workers.join(", "));
+                    }
                 }
+                if let Some(from) = restored_from {
+                    eprintln!("weir: restored from {from}");
+                }
+                *job_id.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
             }
-            if let Some(from) = restored_from {
-                eprintln!("weir: restored from {from}");
+        })
+    };
+    tokio::pin!(submitted);
+    let tty = std::io::stderr().is_terminal();
+    let every = Duration::from_secs(if tty { 1 } else { 10 });
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut shown = false;
+    let ended = loop {
+        tokio::select! {
+            ended = &mut submitted => break ended?,
+            _ = tick.tick(), if !quiet => {
+                let id = job_id.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let Some(id) = id else { continue };
+                // Figures are best effort: a coordinator that is restarting has none.
+                let Ok(jobs) = weir_cluster::client::list(address).await else { continue };
+                let Some(j) = jobs.iter().find(|j| j.job_id == id) else { continue };
+                let secs = started.elapsed().as_secs_f64();
+                let line = format!(
+                    "weir: {secs:.0}s  {}  rows in {} ({:.0}/s)  rows out {}  last checkpoint {}  restarts {}",
+                    j.status,
+                    j.rows_in,
+                    j.rows_in as f64 / secs.max(0.001),
+                    j.rows_out,
+                    j.last_checkpoint.map_or_else(|| "-".to_string(), |c| c.to_string()),
+                    j.restarts,
+                );
+                if tty { eprint!("\r{line}\x1b[K"); } else { eprintln!("{line}"); }
+                shown = true;
+            }
+            _ = tokio::signal::ctrl_c() => {
+                if tty && shown { eprintln!(); }
+                eprintln!(
+                    "weir: interrupted; the job goes on running on the cluster (stop it with \
+                     `weir stop --cluster {address} JOB`)"
+                );
+                return Ok(130);
             }
         }
-    })
-    .await?;
+    };
+    if tty && shown {
+        eprintln!();
+    }
     if let (
         JobUpdate::Finished {
             checkpoints,

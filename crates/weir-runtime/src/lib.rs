@@ -11,6 +11,7 @@
 //! may restore from a checkpoint) are pure functions in [`plan`], tested without tokio.
 
 pub use weir_state::checkpoint;
+mod attempt;
 pub mod coordinator;
 pub mod exchange;
 pub mod graph;

@@ -15,8 +15,10 @@
 //!   is a local channel at each end, joined by a [`Transport`] that keeps its messages in
 //!   order and its back-pressure.
 
+pub use crate::attempt::Part;
+use crate::attempt::{AttemptContext, Placed, build_tasks};
 use crate::graph::JobGraph;
-use crate::job::{AttemptContext, JobOptions, Part, Placed, RestoreFrom, build_tasks};
+use crate::job::{JobOptions, RestoreFrom};
 use crate::message::Message;
 use crate::metrics::JobMetrics;
 use crate::restore::{fingerprint, resolve_restore};
@@ -185,7 +187,7 @@ pub async fn run_part(
         restore: spec.restore.clone().map(RestoreFrom::Path),
         ..opts
     };
-    let storage = crate::job::checkpoint_storage(&opts)?;
+    let storage = crate::attempt::checkpoint_storage(&opts)?;
     let (restored, mut loaded) = match resolve_restore(&graph, &opts).await? {
         Some((r, loaded)) => (Some(r), loaded),
         None => (None, Vec::new()),

@@ -1172,7 +1172,7 @@ impl crate::remote::Cluster for Loopback {
         worker: usize,
         spec: crate::remote::AttemptSpec,
         link: crate::remote::PartLink,
-    ) -> crate::job::Part {
+    ) -> crate::remote::Part {
         let (tx, controls) = tokio::sync::mpsc::unbounded_channel();
         for (task, mut rx) in link.controls {
             let tx = tx.clone();

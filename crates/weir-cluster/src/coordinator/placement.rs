@@ -59,7 +59,7 @@ impl Cluster for ClusterJob {
         worker: usize,
         spec: AttemptSpec,
         link: PartLink,
-    ) -> weir_runtime::job::Part {
+    ) -> weir_runtime::remote::Part {
         let PartLink {
             controls,
             events,

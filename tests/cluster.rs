@@ -329,20 +329,14 @@ fn kill_while_running(
     kills: usize,
     mut kill: impl FnMut(&mut LocalCluster, u64),
 ) -> String {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut random = Lcg(0x9e37_79b9_7f4a_7c15);
     let mut done = 0;
     while done < kills {
-        std::thread::sleep(Duration::from_millis(400 + next(800)));
+        std::thread::sleep(Duration::from_millis(400 + random.next(800)));
         if job.try_wait().unwrap().is_some() {
             break;
         }
-        kill(cluster, next(1 << 20));
+        kill(cluster, random.next(1 << 20));
         done += 1;
     }
     let deadline = Instant::now() + Duration::from_secs(240);

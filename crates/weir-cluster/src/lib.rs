@@ -101,6 +101,12 @@ pub fn job_options(engine: &Engine) -> JobOptions {
     JobOptions::from_config(engine.config())
 }
 
+/// Locks `m`, also after a thread panicked while holding it (the maps it guards stay
+/// consistent: every change is one insert or remove).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Turns `host:port` into the `http://host:port` a client connects to.
 pub fn endpoint_url(address: &str) -> String {
     if address.contains("://") {

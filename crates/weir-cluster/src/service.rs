@@ -171,12 +171,16 @@ pub(crate) async fn connect(
     )
 }
 
+/// A mistake in what the user gave (SQL, options), as opposed to a failure while running.
+pub(crate) fn is_user_error(e: &Error) -> bool {
+    matches!(e, Error::Config(_) | Error::Sql { .. } | Error::Plan(_))
+}
+
 /// A tonic status for an error.
 pub(crate) fn status(e: Error) -> Status {
-    match e {
-        Error::Config(_) | Error::Sql { .. } | Error::Plan(_) => {
-            Status::invalid_argument(e.to_string())
-        }
-        e => Status::internal(e.to_string()),
+    if is_user_error(&e) {
+        Status::invalid_argument(e.to_string())
+    } else {
+        Status::internal(e.to_string())
     }
 }

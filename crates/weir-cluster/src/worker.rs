@@ -7,7 +7,7 @@ use crate::service::{Node, connect, serve};
 use crate::wire::{
     ChannelHeader, ToCoordinator, ToWorker, control_frame, decode, encode, read_control,
 };
-use crate::{JobDefinition, endpoint_url, job_options};
+use crate::{JobDefinition, endpoint_url, job_options, lock};
 use arrow_flight::{FlightData, PutResult};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -45,10 +45,6 @@ pub struct Inbox {
 
 /// How long a data channel from another worker waits for its task here to be built.
 const CHANNEL_WAIT: Duration = Duration::from_secs(60);
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 impl Inbox {
     fn register(&self, attempt: uuid::Uuid, channel: ChannelId, tx: mpsc::Sender<Message>) {

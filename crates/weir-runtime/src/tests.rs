@@ -342,40 +342,53 @@ fn vertex(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bounded_job_follows_the_lifecycle_and_shares_one_final_checkpoint() {
-    let log: Log = Default::default();
-    let collected = Arc::new(Mutex::new(Vec::new()));
+/// 500 rows from two source subtasks, hash-exchanged to three keyed subtasks whose sink
+/// collects them; every operator records its lifecycle in `log`.
+fn lifecycle_graph(log: &Log, collected: &Arc<Mutex<Vec<i64>>>) -> JobGraph {
     let mut g = JobGraph::default();
     let src = g.add_vertex(vertex(
         "src",
         2,
         Some(Arc::new(CountingSourceFactory::new(Some(500)))),
-        vec![recorder("map", &log, None)],
+        vec![recorder("map", log, None)],
     ));
     let agg = g.add_vertex(vertex(
         "keyed",
         3,
         None,
         vec![
-            recorder("keyed", &log, None),
-            recorder("sink", &log, Some(collected.clone())),
+            recorder("keyed", log, None),
+            recorder("sink", log, Some(collected.clone())),
         ],
     ));
     g.connect(src, agg, Partitioning::Hash(vec![0]), 0);
-    let opts = JobOptions {
-        checkpoint_interval: Some(Duration::from_millis(20)),
-        ..Default::default()
-    };
-    let job = start(g, opts).await.unwrap();
+    g
+}
+
+/// Waits for the lifecycle job and checks its lifecycle and rows.
+async fn assert_lifecycle(job: crate::JobHandle, log: &Log, collected: &Arc<Mutex<Vec<i64>>>) {
     tokio::time::timeout(Duration::from_secs(30), job.wait())
         .await
         .expect("job hangs")
         .unwrap();
-    validate(&log, true);
+    validate(log, true);
     let mut v = collected.lock().unwrap().clone();
     v.sort();
     assert_eq!(v, (0..500).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_job_follows_the_lifecycle_and_shares_one_final_checkpoint() {
+    let log: Log = Default::default();
+    let collected = Arc::new(Mutex::new(Vec::new()));
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_millis(20)),
+        ..Default::default()
+    };
+    let job = start(lifecycle_graph(&log, &collected), opts)
+        .await
+        .unwrap();
+    assert_lifecycle(job, &log, &collected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -824,6 +837,16 @@ impl OperatorFactory for RequestingFactory {
 /// when its uncommitted output grows): one is taken at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_can_ask_for_an_early_checkpoint() {
+    let opts = JobOptions {
+        checkpoint_interval: Some(Duration::from_secs(3600)),
+        ..Default::default()
+    };
+    let job = start(requesting_graph(), opts).await.unwrap();
+    assert_early_checkpoint(job).await;
+}
+
+/// An unbounded source into an operator that asks for a checkpoint on its first batch.
+fn requesting_graph() -> JobGraph {
     let mut g = JobGraph::default();
     let src = CountingSourceFactory {
         rows: None,
@@ -835,11 +858,11 @@ async fn an_operator_can_ask_for_an_early_checkpoint() {
         Some(Arc::new(src)),
         vec![Arc::new(RequestingFactory)],
     ));
-    let opts = JobOptions {
-        checkpoint_interval: Some(Duration::from_secs(3600)),
-        ..Default::default()
-    };
-    let job = start(g, opts).await.unwrap();
+    g
+}
+
+/// A checkpoint completes well before the interval (1 h) is up; then the job is cancelled.
+async fn assert_early_checkpoint(job: crate::JobHandle) {
     let started = std::time::Instant::now();
     while job.metrics.checkpoints_completed() == 0 {
         assert!(
@@ -1233,26 +1256,7 @@ async fn a_bounded_job_on_a_cluster_follows_the_lifecycle() {
     let collected = Arc::new(Mutex::new(Vec::new()));
     let build = {
         let (log, collected) = (log.clone(), collected.clone());
-        Arc::new(move || {
-            let mut g = JobGraph::default();
-            let src = g.add_vertex(vertex(
-                "src",
-                2,
-                Some(Arc::new(CountingSourceFactory::new(Some(500)))),
-                vec![recorder("map", &log, None)],
-            ));
-            let agg = g.add_vertex(vertex(
-                "keyed",
-                3,
-                None,
-                vec![
-                    recorder("keyed", &log, None),
-                    recorder("sink", &log, Some(collected.clone())),
-                ],
-            ));
-            g.connect(src, agg, Partitioning::Hash(vec![0]), 0);
-            g
-        })
+        Arc::new(move || lifecycle_graph(&log, &collected))
     };
     let opts = JobOptions {
         checkpoint_interval: Some(Duration::from_millis(20)),
@@ -1260,47 +1264,18 @@ async fn a_bounded_job_on_a_cluster_follows_the_lifecycle() {
         ..Default::default()
     };
     let job = start_on_loopback(3, build, opts).await;
-    tokio::time::timeout(Duration::from_secs(30), job.wait())
-        .await
-        .expect("job hangs")
-        .unwrap();
-    validate(&log, true);
-    let mut v = collected.lock().unwrap().clone();
-    v.sort();
-    assert_eq!(v, (0..500).collect::<Vec<_>>());
+    assert_lifecycle(job, &log, &collected).await;
 }
 
 /// An operator on a worker asks for an early checkpoint: the coordinator takes one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_on_a_worker_can_ask_for_an_early_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let build = Arc::new(|| {
-        let mut g = JobGraph::default();
-        let src = CountingSourceFactory {
-            rows: None,
-            short_subtask0: None,
-        };
-        g.add_vertex(vertex(
-            "src",
-            1,
-            Some(Arc::new(src)),
-            vec![Arc::new(RequestingFactory)],
-        ));
-        g
-    });
     let opts = JobOptions {
         checkpoint_interval: Some(Duration::from_secs(3600)),
         checkpoint_dir: Some(dir.path().to_str().unwrap().into()),
         ..Default::default()
     };
-    let job = start_on_loopback(2, build, opts).await;
-    let started = std::time::Instant::now();
-    while job.metrics.checkpoints_completed() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no checkpoint within 10 s of the request (interval: 1 h)"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    job.cancel();
+    let job = start_on_loopback(2, Arc::new(requesting_graph), opts).await;
+    assert_early_checkpoint(job).await;
 }

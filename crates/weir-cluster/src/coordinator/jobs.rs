@@ -1,10 +1,11 @@
 //! Jobs on a coordinator: submissions and the submitters that follow them, the records
 //! a restarted coordinator resumes jobs from, listing and stopping.
 
+use super::CoordinatorState;
 use super::placement::ClusterJob;
-use super::{CoordinatorState, lock};
 use crate::JobDefinition;
-use crate::service::status;
+use crate::lock;
+use crate::service::{is_user_error, status};
 use arrow_flight::Action;
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -164,7 +165,7 @@ impl CoordinatorState {
             let _ = tx.send(match ended {
                 Ok(finished) => finished,
                 Err(e) => JobStatus::Failed {
-                    user_error: matches!(e, Error::Config(_) | Error::Sql { .. } | Error::Plan(_)),
+                    user_error: is_user_error(&e),
                     message: e.to_string(),
                 },
             });

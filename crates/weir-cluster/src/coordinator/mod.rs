@@ -15,6 +15,7 @@ mod placement;
 use jobs::{JobRecords, JobStatus, Running};
 pub use jobs::{JobUpdate, RunningJob, StopRequest, Submission};
 
+use crate::lock;
 use crate::service::{Node, serve, status};
 use crate::wire::{ToCoordinator, ToWorker, control_frame, read_control};
 use arrow_flight::FlightData;
@@ -103,10 +104,6 @@ impl Coordinator {
         state.resume_recorded().await?;
         Ok(Coordinator { address, state })
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl CoordinatorState {

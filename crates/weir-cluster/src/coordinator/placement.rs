@@ -1,8 +1,9 @@
 //! One job's view of the cluster: placing its subtasks on the registered workers, and
 //! running each worker's part of an attempt over the worker's control stream.
 
-use super::{CoordinatorState, PartEntry, lock};
+use super::{CoordinatorState, PartEntry};
 use crate::JobDefinition;
+use crate::lock;
 use crate::wire::ToWorker;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};

@@ -14,10 +14,12 @@ use futures::stream::BoxStream;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
-use weir_runtime::remote::{AttemptSpec, ChannelId, Control, TaskRef, Transport, WorkerLink};
+use weir_runtime::remote::{
+    AttemptSpec, ChannelId, Control, Rendezvous, TaskRef, Transport, WorkerLink,
+};
 use weir_runtime::{JobMetrics, Message};
 
 /// How a worker runs.
@@ -38,37 +40,18 @@ pub struct WorkerConfig {
 /// Data channels from other workers waiting for the task that reads them (or the other
 /// way round: a channel may connect before its task here was built).
 #[derive(Default)]
-pub struct Inbox {
-    registered: Mutex<HashMap<(uuid::Uuid, ChannelId), mpsc::Sender<Message>>>,
-    changed: Notify,
-}
+pub struct Inbox(Rendezvous<(uuid::Uuid, ChannelId), mpsc::Sender<Message>>);
 
 /// How long a data channel from another worker waits for its task here to be built.
 const CHANNEL_WAIT: Duration = Duration::from_secs(60);
 
 impl Inbox {
     fn register(&self, attempt: uuid::Uuid, channel: ChannelId, tx: mpsc::Sender<Message>) {
-        lock(&self.registered).insert((attempt, channel), tx);
-        self.changed.notify_waiters();
+        self.0.register((attempt, channel), tx);
     }
 
     fn forget(&self, attempt: uuid::Uuid) {
-        lock(&self.registered).retain(|(a, _), _| *a != attempt);
-    }
-
-    async fn take(&self, key: (uuid::Uuid, ChannelId)) -> Option<mpsc::Sender<Message>> {
-        let deadline = tokio::time::Instant::now() + CHANNEL_WAIT;
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if let Some(tx) = lock(&self.registered).remove(&key) {
-                return Some(tx);
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return None;
-            }
-        }
+        self.0.retain(|(a, _)| *a != attempt);
     }
 
     /// A data channel from another worker: its header, then its messages, delivered to
@@ -89,7 +72,8 @@ impl Inbox {
                 ));
             }
         };
-        let Some(tx) = self.take((header.attempt, header.channel)).await else {
+        let key = (header.attempt, header.channel);
+        let Some(tx) = self.0.take(&key, CHANNEL_WAIT).await else {
             return Err(Status::not_found(format!(
                 "no task here reads channel {:?} of attempt {}",
                 header.channel, header.attempt

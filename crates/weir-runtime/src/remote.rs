@@ -50,6 +50,55 @@ pub trait Transport: Send + Sync {
     fn incoming(&self, channel: ChannelId, messages: mpsc::Sender<Message>);
 }
 
+/// Where the two ends of channels between processes meet: the receiving end is
+/// registered under its key, and whoever brings the sending end (a connection from
+/// another worker, which may come before the receiving task was built) takes it, once.
+pub struct Rendezvous<K, V> {
+    registered: std::sync::Mutex<std::collections::HashMap<K, V>>,
+    changed: tokio::sync::Notify,
+}
+
+impl<K, V> Default for Rendezvous<K, V> {
+    fn default() -> Self {
+        Self {
+            registered: Default::default(),
+            changed: Default::default(),
+        }
+    }
+}
+
+impl<K: Eq + std::hash::Hash, V> Rendezvous<K, V> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<K, V>> {
+        self.registered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn register(&self, key: K, value: V) {
+        self.lock().insert(key, value);
+        self.changed.notify_waiters();
+    }
+
+    /// Forgets the ends nobody took whose keys `keep` refuses (a cancelled attempt's).
+    pub fn retain(&self, mut keep: impl FnMut(&K) -> bool) {
+        self.lock().retain(|k, _| keep(k));
+    }
+
+    /// Takes what is registered under `key`, waiting for it up to `within`.
+    pub async fn take(&self, key: &K, within: std::time::Duration) -> Option<V> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(value) = self.lock().remove(key) {
+                return Some(value);
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
 /// Where the subtasks of an attempt run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {

@@ -1127,13 +1127,10 @@ struct Loopback {
     channels: Arc<LoopbackChannels>,
 }
 
-type ChannelKey = (uuid::Uuid, crate::remote::ChannelId);
-
-#[derive(Default)]
-struct LoopbackChannels {
-    registered: Mutex<std::collections::HashMap<ChannelKey, tokio::sync::mpsc::Sender<Message>>>,
-    changed: tokio::sync::Notify,
-}
+type LoopbackChannels = crate::remote::Rendezvous<
+    (uuid::Uuid, crate::remote::ChannelId),
+    tokio::sync::mpsc::Sender<Message>,
+>;
 
 struct LoopbackTransport {
     attempt: uuid::Uuid,
@@ -1149,14 +1146,8 @@ impl crate::remote::Transport for LoopbackTransport {
     ) {
         let (channels, key) = (self.channels.clone(), (self.attempt, channel));
         tokio::spawn(async move {
-            let tx = loop {
-                let changed = channels.changed.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                if let Some(tx) = channels.registered.lock().unwrap().remove(&key) {
-                    break tx;
-                }
-                changed.await;
+            let Some(tx) = channels.take(&key, Duration::from_secs(60)).await else {
+                return;
             };
             while let Some(m) = messages.recv().await {
                 if tx.send(m).await.is_err() {
@@ -1171,13 +1162,7 @@ impl crate::remote::Transport for LoopbackTransport {
         channel: crate::remote::ChannelId,
         messages: tokio::sync::mpsc::Sender<Message>,
     ) {
-        let key = (self.attempt, channel);
-        self.channels
-            .registered
-            .lock()
-            .unwrap()
-            .insert(key, messages);
-        self.channels.changed.notify_waiters();
+        self.channels.register((self.attempt, channel), messages);
     }
 }
 

@@ -74,9 +74,51 @@ enum Command {
         #[arg(long, short = 'q')]
         quiet: bool,
         /// Run on the cluster of the coordinator at this address (`host:port`) instead of
-        /// in this process (Flink's --jobmanager).
+        /// in this process (Flink's --jobmanager). With `--mode batch`, `df://host:port`
+        /// runs the queries on the Ballista cluster of that scheduler
+        /// (`weir ballista-scheduler`).
         #[arg(long, value_name = "ADDRESS")]
         cluster: Option<String>,
+    },
+    /// Run an Apache DataFusion Ballista scheduler with Weir's tables and functions built
+    /// in: `weir run --mode batch --cluster df://host:port` runs batch jobs on it.
+    BallistaScheduler {
+        /// Where to listen for clients and executors (`host:port`).
+        #[arg(long, default_value = "127.0.0.1:50050")]
+        listen: String,
+        /// The host executors and clients reach it at (default: the listening host).
+        #[arg(long)]
+        advertised_host: Option<String>,
+        /// An executor silent for this long is lost and its tasks run again elsewhere.
+        #[arg(long, default_value = "180 s")]
+        executor_timeout: String,
+    },
+    /// Run an Apache DataFusion Ballista executor with Weir's connectors built in.
+    BallistaExecutor {
+        /// The scheduler's address (`host:port`).
+        #[arg(long, default_value = "127.0.0.1:50050")]
+        scheduler: String,
+        /// The host it binds to.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind_host: String,
+        /// The host others reach it at (default: the bound host).
+        #[arg(long)]
+        advertised_host: Option<String>,
+        /// Its Arrow Flight port (shuffle data and results).
+        #[arg(long, default_value_t = 50051)]
+        flight_port: u16,
+        /// Its gRPC port (tasks from the scheduler).
+        #[arg(long, default_value_t = 50052)]
+        grpc_port: u16,
+        /// Tasks it runs at once (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        slots: usize,
+        /// Where its shuffle files go (default: a temporary folder).
+        #[arg(long)]
+        work_dir: Option<String>,
+        /// How often it tells the scheduler it is alive.
+        #[arg(long, default_value = "60 s")]
+        heartbeat_interval: String,
     },
     /// Run a coordinator (Flink's job manager): workers register with it, and
     /// `weir run --cluster` runs jobs on them.
@@ -391,6 +433,55 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         run @ Command::Run { .. } => run_script(run).await,
+        Command::BallistaScheduler {
+            listen,
+            advertised_host,
+            executor_timeout,
+        } => {
+            let listen: std::net::SocketAddr = listen
+                .parse()
+                .with_context(|| format!("--listen '{listen}' is not a host:port address"))?;
+            let timeout = weir::common::config::parse_duration(&executor_timeout)?
+                .as_secs()
+                .max(1);
+            eprintln!("weir: Ballista scheduler listening on {listen}");
+            weir_ballista::process::run_scheduler(weir_ballista::process::SchedulerOptions {
+                listen,
+                external_host: advertised_host,
+                executor_timeout_secs: timeout,
+                expire_interval_secs: timeout.min(15),
+            })
+            .await?;
+            Ok(0)
+        }
+        Command::BallistaExecutor {
+            scheduler,
+            bind_host,
+            advertised_host,
+            flight_port,
+            grpc_port,
+            slots,
+            work_dir,
+            heartbeat_interval,
+        } => {
+            let scheduler = weir_ballista::scheduler_address(&scheduler)?;
+            weir_ballista::process::run_executor(weir_ballista::process::ExecutorOptions {
+                scheduler,
+                bind_host,
+                external_host: advertised_host,
+                flight_port,
+                grpc_port,
+                slots,
+                work_dir,
+                heartbeat_interval_secs: weir::common::config::parse_duration(
+                    &heartbeat_interval,
+                )?
+                .as_secs()
+                .max(1),
+            })
+            .await?;
+            Ok(0)
+        }
         Command::Coordinator {
             listen,
             heartbeat_timeout,
@@ -584,7 +675,8 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     if let Some(i) = &checkpoint_interval {
         settings.push(("execution.checkpointing.interval".into(), i.clone()));
     }
-    if let Some(address) = cluster {
+    let ballista = cluster.clone().filter(|c| weir_ballista::is_ballista(c));
+    if let Some(address) = cluster.filter(|c| !weir_ballista::is_ballista(c)) {
         let job = weir_cluster::JobDefinition {
             scripts,
             settings,
@@ -600,6 +692,10 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         Ok(())
     };
     apply_overrides(engine.config_mut())?;
+    if let Some(address) = &ballista {
+        weir_ballista::check_scheduler(address).await?;
+        engine.set_batch_cluster(weir_ballista::client_session(address)?);
+    }
     let mut plans = Vec::new();
     let mut batch_queries = Vec::new();
     for (name, sql) in &scripts {
@@ -620,6 +716,13 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
             apply_overrides(engine.config_mut())?;
         }
     }
+    if let (Some(address), false) = (&ballista, plans.is_empty()) {
+        bail!(
+            "{last_file}: {address} is a Ballista cluster, which runs batch jobs only: run \
+             the script with --mode batch (or SET 'execution.runtime-mode' = 'batch'), or \
+             run a streaming job on a Weir coordinator (--cluster host:port)"
+        );
+    }
     if !batch_queries.is_empty() {
         let started = Instant::now();
         let mut written = 0;
@@ -635,7 +738,11 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         }
         if !quiet {
             eprintln!(
-                "weir: batch job finished in {:.1}s: {written} rows committed{}{}",
+                "weir: batch job finished{} in {:.1}s: {written} rows committed{}{}",
+                ballista
+                    .as_ref()
+                    .map(|a| format!(" on the Ballista cluster at {a}"))
+                    .unwrap_or_default(),
                 started.elapsed().as_secs_f64(),
                 peak_rss_mb()
                     .map(|mb| format!(", peak RSS {mb} MB"))

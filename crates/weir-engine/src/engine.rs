@@ -103,6 +103,12 @@ impl Engine {
         crate::batch::run(&self.planner, query).await
     }
 
+    /// Batch queries run on a cluster from now on: in the DataFusion session `upgrade`
+    /// makes of the planner's (see `weir_ballista`).
+    pub fn set_batch_cluster(&mut self, upgrade: weir_sql::SessionUpgrade) {
+        self.planner.set_batch_cluster(upgrade);
+    }
+
     /// The session's configuration.
     pub fn config(&self) -> &Config {
         &self.config

@@ -42,4 +42,4 @@ pub use parser::{Located, WeirStatement, parse_script};
 pub use plan::{
     AggregateSpec, CalcStep, ExpandStep, JoinKind, OverFrame, PlanNode, StreamPlan, UnnestStep,
 };
-pub use planner::{BatchScan, Planner, computed_physical};
+pub use planner::{BatchScan, Planner, SessionUpgrade, computed_physical};

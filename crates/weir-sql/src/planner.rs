@@ -97,6 +97,7 @@ impl TableProvider for StreamTableProvider {
         let scan = crate::source_scan::SourceScanExec::try_new(
             table.clone(),
             reader,
+            restrictions,
             projection,
             partitions,
         )
@@ -192,7 +193,19 @@ pub struct Planner {
     memory: Option<(u64, Option<String>)>,
     /// Where batch queries spill, removed with the planner ([`crate::spill_dir`]).
     spill: Option<crate::spill_dir::SpillDir>,
+    /// Batch queries run elsewhere (on a Ballista cluster): the session they run in is
+    /// this planner's, changed by this function ([`Planner::set_batch_cluster`]).
+    batch_cluster: Option<SessionUpgrade>,
 }
+
+/// Turns a planner's DataFusion session into one that runs its batch queries elsewhere.
+pub type SessionUpgrade = Arc<
+    dyn Fn(
+            datafusion::execution::session_state::SessionState,
+        ) -> Result<datafusion::execution::session_state::SessionState>
+        + Send
+        + Sync,
+>;
 
 impl Default for Planner {
     fn default() -> Self {
@@ -283,6 +296,7 @@ impl Planner {
             zone: crate::local_time_zone::resolve("default").unwrap_or_else(|_| "UTC".into()),
             memory: None,
             spill: None,
+            batch_cluster: None,
         }
     }
 
@@ -332,6 +346,32 @@ impl Planner {
     /// How tables are read in batch mode (set once, before tables are created).
     pub fn set_batch_scan(&mut self, scan: Arc<dyn BatchScan>) {
         self.batch = Some(scan);
+    }
+
+    /// Batch queries run in the session `upgrade` makes of this planner's (a Ballista
+    /// client's: the plan goes to the cluster's scheduler, the rows come back).
+    pub fn set_batch_cluster(&mut self, upgrade: SessionUpgrade) {
+        self.batch_cluster = Some(upgrade);
+    }
+
+    /// The definition of a table from its DDL (as [`CreateTable::unmasked_sql`] writes
+    /// it, with its full path as name), planned as `CREATE TABLE` plans it: how a process
+    /// that did not run the script (a Ballista scheduler or executor) learns a table.
+    pub async fn table_of_ddl(&self, ddl: &str) -> Result<Arc<TableDef>> {
+        let statements = parse_script(ddl)?;
+        let [
+            crate::parser::Located {
+                statement: WeirStatement::CreateTable(ct),
+                ..
+            },
+        ] = statements.as_slice()
+        else {
+            return Err(Error::plan(format!(
+                "expected one CREATE TABLE statement, got: {ddl}"
+            )));
+        };
+        let path = self.catalogs.resolve(&ct.name)?;
+        self.table_def(ct, &path).await
     }
 
     /// Runs an optimized logical plan with DataFusion (batch mode).
@@ -409,10 +449,11 @@ impl Planner {
         crate::current_watermark::check_batch(&plan)?;
         let plan = crate::batch_sessions::rewrite(plan).map_err(plan_error)?;
         let plan = crate::batch_distinct::rewrite(plan).map_err(plan_error)?;
-        self.ctx
-            .execute_logical_plan(plan)
-            .await
-            .map_err(plan_error)
+        let ctx = match &self.batch_cluster {
+            Some(upgrade) => SessionContext::new_with_state(upgrade(self.ctx.state())?),
+            None => self.ctx.clone(),
+        };
+        ctx.execute_logical_plan(plan).await.map_err(plan_error)
     }
 
     /// The DataFusion session (to register functions).

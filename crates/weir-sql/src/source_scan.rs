@@ -42,7 +42,7 @@ pub trait BatchScan: Send + Sync + std::fmt::Debug {
 /// `column IN (v, …)`, that the table's source may use to skip rows
 /// (`SourceFactory::restricted`: the nexmark generator makes only the asked-for kinds of
 /// event). DataFusion still filters after the scan.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Restriction {
     pub column: String,
     pub values: Vec<i64>,
@@ -121,6 +121,8 @@ pub trait TableReader: Send + Sync + std::fmt::Debug {
 pub struct SourceScanExec {
     table: Arc<TableDef>,
     reader: Arc<dyn TableReader>,
+    /// What the reader was opened with: rows it may leave out.
+    restrictions: Vec<Restriction>,
     /// Columns of the table's full schema to return (all when `None`).
     projection: Option<Vec<usize>>,
     schema: SchemaRef,
@@ -128,11 +130,12 @@ pub struct SourceScanExec {
 }
 
 impl SourceScanExec {
-    /// Scans `table` through `reader` in `partitions` partitions, returning the columns
-    /// `projection`.
+    /// Scans `table` through `reader` (opened with `restrictions`) in `partitions`
+    /// partitions, returning the columns `projection`.
     pub fn try_new(
         table: Arc<TableDef>,
         reader: Arc<dyn TableReader>,
+        restrictions: Vec<Restriction>,
         projection: Option<&Vec<usize>>,
         partitions: usize,
     ) -> Result<Self> {
@@ -149,10 +152,33 @@ impl SourceScanExec {
         Ok(Self {
             table,
             reader,
+            restrictions,
             projection: projection.cloned(),
             schema,
             properties,
         })
+    }
+}
+
+impl SourceScanExec {
+    /// The table scanned.
+    pub fn table(&self) -> &Arc<TableDef> {
+        &self.table
+    }
+
+    /// The restrictions the reader was opened with.
+    pub fn restrictions(&self) -> &[Restriction] {
+        &self.restrictions
+    }
+
+    /// The columns of the table's full schema returned (all when `None`).
+    pub fn projection(&self) -> Option<&Vec<usize>> {
+        self.projection.as_ref()
+    }
+
+    /// How many partitions the scan has.
+    pub fn partitions(&self) -> usize {
+        self.properties.partitioning.partition_count()
     }
 }
 

@@ -1,0 +1,123 @@
+//! Batch mode on an [Apache DataFusion Ballista](https://datafusion.apache.org/ballista/)
+//! cluster (`weir run --mode batch --cluster df://host:port`).
+//!
+//! Ballista distributes DataFusion plans: its scheduler cuts a physical plan into stages
+//! at its exchanges, and its executors run the stages' tasks and serve their shuffle
+//! output to each other over Arrow Flight. Weir's part:
+//!
+//! - **Codecs** ([`codec`]): Weir's tables travel as their DDL (the scheduler plans them
+//!   again, the executors open their connectors), Weir's scans as DDL, restrictions and
+//!   projection, and Weir's functions by name.
+//! - **Processes** ([`process`]): `weir ballista-scheduler` and `weir ballista-executor`
+//!   are Ballista's own scheduler and executor with Weir's codecs, functions and
+//!   connectors built in (a stock Ballista executor cannot read a Weir table).
+//! - **Client** ([`client_session`]): the `weir` process that runs the script plans
+//!   the query as in one process and hands the plan to the scheduler. The rows come back
+//!   to it and go into the table's two-phase-commit sink, committed once at the end, as
+//!   batch mode commits in one process: a failed or killed job commits nothing.
+
+pub mod codec;
+pub mod process;
+
+use ballista_core::extension::{SessionConfigExt, SessionStateExt};
+use datafusion::execution::session_state::SessionStateBuilder;
+use std::sync::Arc;
+use weir_common::{Error, Result};
+
+/// How a Ballista cluster's address starts (`df://host:port`), as Ballista's own client
+/// writes it.
+pub const SCHEME: &str = "df://";
+
+/// Ballista's default scheduler port.
+pub const DEFAULT_PORT: u16 = 50050;
+
+/// Whether `address` names a Ballista cluster rather than a Weir coordinator.
+pub fn is_ballista(address: &str) -> bool {
+    address.starts_with(SCHEME)
+}
+
+/// `host:port` of `df://host[:port]`.
+pub fn scheduler_address(address: &str) -> Result<(String, u16)> {
+    let rest = address.strip_prefix(SCHEME).unwrap_or(address);
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) => (
+            host,
+            port.parse::<u16>().map_err(|_| {
+                Error::config(format!(
+                    "'{address}': the port of a Ballista scheduler must be a number"
+                ))
+            })?,
+        ),
+        None => (rest, DEFAULT_PORT),
+    };
+    if host.is_empty() {
+        return Err(Error::config(format!(
+            "'{address}' names no host (expected {SCHEME}host:port)"
+        )));
+    }
+    Ok((host.to_string(), port))
+}
+
+/// What makes a planner's session run its batch queries on the Ballista scheduler at
+/// `address` (`df://host:port`): Ballista's query planner with Weir's codec, over the
+/// planner's own configuration, catalog and functions.
+pub fn client_session(address: &str) -> Result<weir_sql::SessionUpgrade> {
+    let (host, port) = scheduler_address(address)?;
+    let url = format!("http://{host}:{port}");
+    Ok(Arc::new(move |state| {
+        let config = state
+            .config()
+            .clone()
+            .with_ballista_logical_extension_codec(Arc::new(codec::WeirLogicalCodec::default()))
+            .with_ballista_physical_extension_codec(Arc::new(
+                codec::WeirPhysicalCodec::default(),
+            ))
+            .with_ballista_job_name("weir batch job");
+        let state = SessionStateBuilder::new_from_existing(state)
+            .with_config(config)
+            .build();
+        state
+            .upgrade_for_ballista(url.clone())
+            .map_err(Error::DataFusion)
+    }))
+}
+
+/// Checks that a Ballista scheduler answers at `address`, so that a wrong address is
+/// named before any query is planned (Ballista's client would only fail at the first
+/// query, with a transport error).
+pub async fn check_scheduler(address: &str) -> Result<()> {
+    let (host, port) = scheduler_address(address)?;
+    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
+    match tokio::time::timeout(std::time::Duration::from_secs(10), connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::config(format!(
+            "no Ballista scheduler answers at {address}: {e} (start one with \
+             `weir ballista-scheduler --listen {host}:{port}`)"
+        ))),
+        Err(_) => Err(Error::config(format!(
+            "no Ballista scheduler answers at {address} within 10 s"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_read_as_ballista_writes_them() {
+        assert!(is_ballista("df://localhost:50050"));
+        assert!(!is_ballista("localhost:6123"));
+        assert_eq!(
+            scheduler_address("df://127.0.0.1:7000").unwrap(),
+            ("127.0.0.1".into(), 7000)
+        );
+        assert_eq!(
+            scheduler_address("df://scheduler/").unwrap(),
+            ("scheduler".into(), DEFAULT_PORT)
+        );
+        assert!(scheduler_address("df://:7000").is_err());
+        assert!(scheduler_address("df://host:http").is_err());
+    }
+}

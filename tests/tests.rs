@@ -2,6 +2,7 @@
 //! files; crash tests kill it with SIGKILL (or abort it at armed failpoints) and restart it.
 
 mod avro;
+mod ballista;
 mod batch;
 mod catalogs;
 mod cluster;

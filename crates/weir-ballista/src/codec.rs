@@ -317,6 +317,7 @@ impl TableReader for LazyReader {
             self.projection.clone(),
         );
         let schema = table.schema.clone();
+        tracing::debug!(table = %table.name, partition, partitions, "reading a share of a table");
         let opened = async move {
             let reader = ConnectorBatchScan
                 .open(table, &restrictions, projection.as_deref())

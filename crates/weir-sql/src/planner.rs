@@ -179,6 +179,31 @@ async fn native_parquet_scan(
     Ok(Some(Arc::new(ProjectionExec::try_new(picked, scan)?)))
 }
 
+/// Refuses what a cluster cannot run: a plan goes there as DataFusion's protobuf, and
+/// of Weir's own plan parts only its tables have a codec (`weir_ballista::codec`).
+fn check_for_cluster(plan: &LogicalPlan) -> Result<()> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut refused = None;
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let provider = datafusion::datasource::source_as_provider(&scan.source)?;
+            if provider.downcast_ref::<match_recognize::MatchTable>().is_some() {
+                refused = Some(
+                    "MATCH_RECOGNIZE does not run on a Ballista cluster yet; run the query \
+                     in one process (without --cluster)",
+                );
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .map_err(plan_error)?;
+    match refused {
+        Some(why) => Err(Error::plan(why)),
+        None => Ok(()),
+    }
+}
+
 /// Holds the catalog and a DataFusion session configured for Flink SQL.
 pub struct Planner {
     ctx: SessionContext,
@@ -450,7 +475,10 @@ impl Planner {
         let plan = crate::batch_sessions::rewrite(plan).map_err(plan_error)?;
         let plan = crate::batch_distinct::rewrite(plan).map_err(plan_error)?;
         let ctx = match &self.batch_cluster {
-            Some(upgrade) => SessionContext::new_with_state(upgrade(self.ctx.state())?),
+            Some(upgrade) => {
+                check_for_cluster(&plan)?;
+                SessionContext::new_with_state(upgrade(self.ctx.state())?)
+            }
             None => self.ctx.clone(),
         };
         ctx.execute_logical_plan(plan).await.map_err(plan_error)

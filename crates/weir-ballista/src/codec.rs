@@ -93,7 +93,9 @@ struct Functions {
 pub fn function_registry() -> ballista_core::registry::BallistaFunctionRegistry {
     let mut registry = ballista_core::registry::BallistaFunctionRegistry::default();
     registry.scalar_functions.extend(FUNCTIONS.scalar.clone());
-    registry.aggregate_functions.extend(FUNCTIONS.aggregate.clone());
+    registry
+        .aggregate_functions
+        .extend(FUNCTIONS.aggregate.clone());
     registry.window_functions.extend(FUNCTIONS.window.clone());
     registry
 }
@@ -191,7 +193,9 @@ impl LogicalExtensionCodec for WeirLogicalCodec {
         buf: &mut Vec<u8>,
     ) -> DfResult<()> {
         let Some(provider) = node.downcast_ref::<StreamTableProvider>() else {
-            return self.ballista.try_encode_table_provider(table_ref, node, buf);
+            return self
+                .ballista
+                .try_encode_table_provider(table_ref, node, buf);
         };
         let Some(table) = &provider.table else {
             return Err(DataFusionError::Internal(format!(

@@ -73,12 +73,13 @@ pub fn client_session(address: &str) -> Result<weir_sql::SessionUpgrade> {
         // constructed"); the job then never ends (Nexmark q5 and q7). Jobs on a cluster
         // go without dynamic filters (the switch for joins alone is overridden by this
         // one's default where the scheduler applies the client's settings).
-        config.options_mut().optimizer.enable_dynamic_filter_pushdown = false;
+        config
+            .options_mut()
+            .optimizer
+            .enable_dynamic_filter_pushdown = false;
         let config = config
             .with_ballista_logical_extension_codec(Arc::new(codec::WeirLogicalCodec::default()))
-            .with_ballista_physical_extension_codec(Arc::new(
-                codec::WeirPhysicalCodec::default(),
-            ))
+            .with_ballista_physical_extension_codec(Arc::new(codec::WeirPhysicalCodec::default()))
             .with_ballista_job_name("weir batch job")
             // Ballista 55's adaptive planner (on by default) is not used: with it, a
             // UNION ALL's inputs were read more than once (5,700 rows counted from

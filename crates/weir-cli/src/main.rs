@@ -473,11 +473,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 grpc_port,
                 slots,
                 work_dir,
-                heartbeat_interval_secs: weir::common::config::parse_duration(
-                    &heartbeat_interval,
-                )?
-                .as_secs()
-                .max(1),
+                heartbeat_interval_secs: weir::common::config::parse_duration(&heartbeat_interval)?
+                    .as_secs()
+                    .max(1),
             })
             .await?;
             Ok(0)

@@ -187,7 +187,10 @@ fn check_for_cluster(plan: &LogicalPlan) -> Result<()> {
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node {
             let provider = datafusion::datasource::source_as_provider(&scan.source)?;
-            if provider.downcast_ref::<match_recognize::MatchTable>().is_some() {
+            if provider
+                .downcast_ref::<match_recognize::MatchTable>()
+                .is_some()
+            {
                 refused = Some(
                     "MATCH_RECOGNIZE does not run on a Ballista cluster yet; run the query \
                      in one process (without --cluster)",

@@ -449,7 +449,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 listen,
                 external_host: advertised_host,
                 executor_timeout_secs: timeout,
-                expire_interval_secs: timeout.min(15),
+                // Looked for twice per timeout (Ballista warns when it is not shorter).
+                expire_interval_secs: (timeout / 2).clamp(1, 15),
             })
             .await?;
             Ok(0)

@@ -394,9 +394,10 @@ impl Planner {
             },
         ] = statements.as_slice()
         else {
-            return Err(Error::plan(format!(
-                "expected one CREATE TABLE statement, got: {ddl}"
-            )));
+            // Not the text itself: it holds the table's options, secrets unmasked.
+            return Err(Error::plan(
+                "a table's definition must be one CREATE TABLE statement",
+            ));
         };
         let path = self.catalogs.resolve(&ct.name)?;
         self.table_def(ct, &path).await

@@ -159,15 +159,7 @@ fn golden_queries_on_ballista_give_the_golden_rows() {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = Ballista::start(2, tmp.path(), "180 s");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.strip_suffix(".sql").map(str::to_string)
-        })
-        .collect();
-    names.sort();
+    let names = golden_names();
     let mut ran = 0;
     for name in &names {
         let template = std::fs::read_to_string(root.join(format!("{name}.sql"))).unwrap();

@@ -176,15 +176,7 @@ fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = LocalCluster::start(3, tmp.path());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().to_string();
-            name.strip_suffix(".sql").map(str::to_string)
-        })
-        .collect();
-    names.sort();
+    let names = golden_names();
     assert!(names.len() >= 20, "{names:?}");
     for name in &names {
         let template = std::fs::read_to_string(root.join(format!("{name}.sql"))).unwrap();

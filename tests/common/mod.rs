@@ -253,3 +253,18 @@ pub fn kill_while_producing(
     producing.join().unwrap();
     done
 }
+
+/// The golden scripts' names (`tests/sql/NAME.sql`), sorted.
+pub fn golden_names() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".sql").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}

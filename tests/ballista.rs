@@ -140,6 +140,7 @@ fn run_on(cluster: &Ballista, script: &Path, extra: &[&str]) {
         script.to_str().unwrap(),
         "--mode",
         "batch",
+        "--experimental-ballista",
         "--cluster",
         &url,
     ];
@@ -249,7 +250,7 @@ fn nexmark_queries_on_ballista_agree_with_one_process() {
             args.extend_from_slice(&["--mode", "batch", "-p", "4"]);
             let url = cluster.url();
             if on_cluster {
-                args.extend_from_slice(&["--cluster", &url]);
+                args.extend_from_slice(&["--experimental-ballista", "--cluster", &url]);
             }
             let result = run(&args);
             assert!(
@@ -325,6 +326,7 @@ fn a_killed_executor_loses_and_duplicates_no_committed_row() {
             "batch",
             "-p",
             "4",
+            "--experimental-ballista",
             "--cluster",
             &url,
         ],
@@ -370,6 +372,17 @@ fn ballista_misuse_is_named() {
     let failed = run(&[s, "--mode", "batch", "--cluster", &nobody]);
     let text = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success());
+    assert!(text.contains("pass --experimental-ballista"), "{text}");
+    let failed = run(&[
+        s,
+        "--mode",
+        "batch",
+        "--experimental-ballista",
+        "--cluster",
+        &nobody,
+    ]);
+    let text = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success());
     assert!(
         text.contains("no Ballista scheduler answers at") && text.contains(&nobody),
         "{text}"
@@ -386,7 +399,12 @@ fn ballista_misuse_is_named() {
             "SELECT id, id + 1, id * 2 FROM src",
         ),
     );
-    let failed = run(&[copy.to_str().unwrap(), "--cluster", &url]);
+    let failed = run(&[
+        copy.to_str().unwrap(),
+        "--experimental-ballista",
+        "--cluster",
+        &url,
+    ]);
     let text = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success());
     assert!(text.contains("runs batch jobs only"), "{text}");
@@ -403,6 +421,7 @@ fn ballista_misuse_is_named() {
         script.to_str().unwrap(),
         "--mode",
         "batch",
+        "--experimental-ballista",
         "--cluster",
         &url,
     ]);

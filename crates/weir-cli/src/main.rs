@@ -79,6 +79,10 @@ enum Command {
         /// (`weir ballista-scheduler`).
         #[arg(long, value_name = "ADDRESS")]
         cluster: Option<String>,
+        /// Run on a Ballista cluster (`--cluster df://…`) although its rows are known to
+        /// differ from one process's for some queries (Nexmark q5; issue 19).
+        #[arg(long)]
+        experimental_ballista: bool,
     },
     /// Run an Apache DataFusion Ballista scheduler with Weir's tables and functions built
     /// in: `weir run --mode batch --cluster df://host:port` runs batch jobs on it.
@@ -635,6 +639,7 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         vars,
         quiet,
         cluster,
+        experimental_ballista,
     } = command
     else {
         unreachable!("run_script takes Command::Run")
@@ -675,6 +680,14 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         settings.push(("execution.checkpointing.interval".into(), i.clone()));
     }
     let ballista = cluster.clone().filter(|c| weir_ballista::is_ballista(c));
+    if ballista.is_some() && !experimental_ballista {
+        bail!(
+            "batch mode on Ballista is experimental: Nexmark q5 commits other rows on it than \
+             in one process (0 or 60 rows instead of 5, depending on the events and \
+             parallelism), and the cause is not found yet; pass --experimental-ballista to \
+             run it anyway"
+        );
+    }
     if let Some(address) = cluster.filter(|c| !weir_ballista::is_ballista(c)) {
         let job = weir_cluster::JobDefinition {
             scripts,

@@ -215,18 +215,6 @@ fn nexmark_queries_on_ballista_agree_with_one_process() {
     for q in [
         "q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8", "q9", "q15", "q17", "q18",
     ] {
-        let query = |out: &Path| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-examples/nexmark");
-            std::fs::read_to_string(root.join(format!("{q}.sql")))
-                .unwrap()
-                .replace(
-                    "'connector' = 'blackhole'",
-                    &format!(
-                        "'connector' = 'filesystem', 'path' = '{}', 'format' = 'debezium-json'",
-                        out.display()
-                    ),
-                )
-        };
         let vars = [
             "--var",
             "TPS=1000",
@@ -244,7 +232,11 @@ fn nexmark_queries_on_ballista_agree_with_one_process() {
             let dir = tmp.path().join(format!("{q}-{on_cluster}"));
             std::fs::create_dir_all(&dir).unwrap();
             let out = dir.join("out");
-            let script = write_script(&dir, "q.sql", &query(&out));
+            let script = write_script(
+                &dir,
+                "q.sql",
+                &crate::nexmark::query_with_file_sink(q, &out),
+            );
             let mut args = vec![ddl.to_str().unwrap(), script.to_str().unwrap()];
             args.extend_from_slice(&vars);
             args.extend_from_slice(&["--mode", "batch", "-p", "4"]);

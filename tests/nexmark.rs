@@ -7,7 +7,8 @@
 use crate::common::*;
 use std::path::Path;
 
-fn query_with_file_sink(q: &str, out: &Path) -> String {
+/// Nexmark query `q` writing debezium-json files into `out` instead of a blackhole.
+pub(crate) fn query_with_file_sink(q: &str, out: &Path) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-examples/nexmark");
     let text = std::fs::read_to_string(root.join(format!("{q}.sql"))).unwrap();
     text.replace(

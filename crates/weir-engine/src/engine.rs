@@ -138,6 +138,8 @@ impl Engine {
     /// Executes one statement. Errors name the statement's position.
     pub async fn execute(&mut self, stmt: &Located) -> Result<Outcome> {
         // The configuration may have been changed through `config_mut`.
+        self.planner
+            .set_batch_parallelism(self.config.parallelism());
         let result = match self
             .planner
             .set_local_time_zone(self.config.local_time_zone())

@@ -365,6 +365,14 @@ impl Planner {
         Ok(())
     }
 
+    /// How many partitions a batch query's scans and exchanges have
+    /// (`parallelism.default`, as Flink's batch jobs read it).
+    pub fn set_batch_parallelism(&mut self, partitions: usize) {
+        let state = self.ctx.state_ref();
+        let mut state = state.write();
+        state.config_mut().options_mut().execution.target_partitions = partitions.max(1);
+    }
+
     /// Sets `table.local-time-zone` (a Flink zone id, or `default`).
     pub fn set_local_time_zone(&mut self, name: &str) -> Result<()> {
         self.zone = crate::local_time_zone::resolve(name).map_err(Error::config)?;

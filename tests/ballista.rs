@@ -17,6 +17,7 @@ struct Ballista {
     executors: Vec<Child>,
     root: PathBuf,
     started: usize,
+    slots: usize,
 }
 
 fn wait_for_port(port: u16, what: &str) {
@@ -32,8 +33,8 @@ fn wait_for_port(port: u16, what: &str) {
 
 impl Ballista {
     /// A scheduler that loses a silent executor after `executor_timeout`, and `executors`
-    /// executors of 2 slots each.
-    fn start(executors: usize, root: &Path, executor_timeout: &str) -> Ballista {
+    /// executors of `slots` slots each.
+    fn start(executors: usize, slots: usize, root: &Path, executor_timeout: &str) -> Ballista {
         let port = free_port();
         let address = format!("127.0.0.1:{port}");
         let scheduler = weir()
@@ -50,6 +51,7 @@ impl Ballista {
             executors: Vec::new(),
             root: root.to_path_buf(),
             started: 0,
+            slots,
         };
         for _ in 0..executors {
             let e = cluster.start_executor();
@@ -74,7 +76,8 @@ impl Ballista {
             .args(["ballista-executor", "--scheduler", &self.address])
             .args(["--flight-port", &flight.to_string()])
             .args(["--grpc-port", &grpc.to_string()])
-            .args(["--slots", "2", "--heartbeat-interval", "1 s"])
+            .args(["--slots", &self.slots.to_string()])
+            .args(["--heartbeat-interval", "1 s"])
             .args(["--work-dir", work.to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.root.join(format!("executor-{n}.log"))).unwrap())
@@ -140,7 +143,6 @@ fn run_on(cluster: &Ballista, script: &Path, extra: &[&str]) {
         script.to_str().unwrap(),
         "--mode",
         "batch",
-        "--experimental-ballista",
         "--cluster",
         &url,
     ];
@@ -155,10 +157,13 @@ fn run_on(cluster: &Ballista, script: &Path, extra: &[&str]) {
     );
 }
 
+/// Every golden script that batch mode runs, on executors of one slot each: at -p 4 a
+/// stage of a scan has four tasks, two on each executor, and each must read only its
+/// share of the scan (when each read all of it, every count came back doubled).
 #[test]
 fn golden_queries_on_ballista_give_the_golden_rows() {
     let tmp = tempfile::tempdir().unwrap();
-    let cluster = Ballista::start(2, tmp.path(), "180 s");
+    let cluster = Ballista::start(2, 1, tmp.path(), "180 s");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
     let names = golden_names();
     let mut ran = 0;
@@ -206,11 +211,12 @@ fn golden_queries_on_ballista_give_the_golden_rows() {
     }
 }
 
-/// Nexmark's queries on generated events, in batch mode in one process and on Ballista.
+/// Nexmark's queries on generated events, in batch mode in one process and on Ballista
+/// (executors of one slot, as above).
 #[test]
 fn nexmark_queries_on_ballista_agree_with_one_process() {
     let tmp = tempfile::tempdir().unwrap();
-    let cluster = Ballista::start(2, tmp.path(), "180 s");
+    let cluster = Ballista::start(2, 1, tmp.path(), "180 s");
     let ddl = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-examples/nexmark/ddl.sql");
     for q in [
         "q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8", "q9", "q15", "q17", "q18",
@@ -242,7 +248,7 @@ fn nexmark_queries_on_ballista_agree_with_one_process() {
             args.extend_from_slice(&["--mode", "batch", "-p", "4"]);
             let url = cluster.url();
             if on_cluster {
-                args.extend_from_slice(&["--experimental-ballista", "--cluster", &url]);
+                args.extend_from_slice(&["--cluster", &url]);
             }
             let result = run(&args);
             assert!(
@@ -307,7 +313,7 @@ fn check_counts(out: &Path) {
 #[test]
 fn a_killed_executor_loses_and_duplicates_no_committed_row() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cluster = Ballista::start(1, tmp.path(), "5 s");
+    let mut cluster = Ballista::start(1, 2, tmp.path(), "5 s");
     let out = tmp.path().join("out");
     let script = write_script(tmp.path(), "count.sql", &counting_job(&out));
     let url = cluster.url();
@@ -318,7 +324,6 @@ fn a_killed_executor_loses_and_duplicates_no_committed_row() {
             "batch",
             "-p",
             "4",
-            "--experimental-ballista",
             "--cluster",
             &url,
         ],
@@ -364,23 +369,12 @@ fn ballista_misuse_is_named() {
     let failed = run(&[s, "--mode", "batch", "--cluster", &nobody]);
     let text = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success());
-    assert!(text.contains("pass --experimental-ballista"), "{text}");
-    let failed = run(&[
-        s,
-        "--mode",
-        "batch",
-        "--experimental-ballista",
-        "--cluster",
-        &nobody,
-    ]);
-    let text = String::from_utf8_lossy(&failed.stderr);
-    assert!(!failed.status.success());
     assert!(
         text.contains("no Ballista scheduler answers at") && text.contains(&nobody),
         "{text}"
     );
 
-    let cluster = Ballista::start(1, tmp.path(), "180 s");
+    let cluster = Ballista::start(1, 1, tmp.path(), "180 s");
     let url = cluster.url();
     // A streaming job.
     let copy = write_script(
@@ -391,12 +385,7 @@ fn ballista_misuse_is_named() {
             "SELECT id, id + 1, id * 2 FROM src",
         ),
     );
-    let failed = run(&[
-        copy.to_str().unwrap(),
-        "--experimental-ballista",
-        "--cluster",
-        &url,
-    ]);
+    let failed = run(&[copy.to_str().unwrap(), "--cluster", &url]);
     let text = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success());
     assert!(text.contains("runs batch jobs only"), "{text}");
@@ -413,7 +402,6 @@ fn ballista_misuse_is_named() {
         script.to_str().unwrap(),
         "--mode",
         "batch",
-        "--experimental-ballista",
         "--cluster",
         &url,
     ]);

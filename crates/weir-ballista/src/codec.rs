@@ -2,9 +2,10 @@
 //!
 //! - A table (a `TableScan`'s provider) is its DDL: the scheduler plans it again as
 //!   `CREATE TABLE` plans it, and scans it through the connectors.
-//! - A scan ([`SourceScanExec`]) is its table's DDL, the restrictions and projection it
-//!   was planned with and its partition count; an executor opens the connector when a
-//!   task first reads the scan, and reads its share of the splits.
+//! - A scan ([`TaskScanExec`], a [`SourceScanExec`] whose task chooses its partitions)
+//!   is its table's DDL, the restrictions and projection it was planned with and its
+//!   partition count; an executor opens the connector when a task first reads the scan,
+//!   and reads the shares of the splits its task was given.
 //! - Weir's functions go by name. Ballista's processes that Weir starts know them all,
 //!   including those the planner calls without registering them (Flink's decimal
 //!   division, `CAST(… AS STRING)`, local time).
@@ -30,6 +31,8 @@ use weir_engine::batch::ConnectorBatchScan;
 use weir_sql::planner::StreamTableProvider;
 use weir_sql::source_scan::{Restriction, SourceScanExec, TableReader};
 use weir_sql::{BatchScan, TableDef};
+
+use crate::task_scan::TaskScanExec;
 
 type DfResult<T> = datafusion::error::Result<T>;
 
@@ -111,6 +114,7 @@ pub fn session_state(
     let mut state = SessionStateBuilder::new_from_existing(base)
         .with_config(config)
         .with_optimizer_rules(rules)
+        .with_physical_optimizer_rule(Arc::new(crate::task_scan::ScanPerTask))
         .build();
     for f in FUNCTIONS.scalar.values() {
         datafusion::execution::FunctionRegistry::register_udf(&mut state, f.clone())?;
@@ -249,6 +253,12 @@ impl PhysicalExtensionCodec for WeirPhysicalCodec {
             return self.ballista.try_decode(buf, inputs, ctx, converter);
         };
         let payload: ScanPayload = decode(json)?;
+        let [numbers] = inputs else {
+            return Err(DataFusionError::Internal(format!(
+                "a Weir scan has one input, its partition numbers, not {}",
+                inputs.len()
+            )));
+        };
         let table = table_of_ddl(&payload.ddl)?;
         let reader = Arc::new(LazyReader {
             table: table.clone(),
@@ -263,7 +273,7 @@ impl PhysicalExtensionCodec for WeirPhysicalCodec {
             payload.partitions,
         )
         .map_err(external)?;
-        Ok(Arc::new(scan))
+        Ok(Arc::new(TaskScanExec::new(Arc::new(scan), numbers.clone())))
     }
 
     fn try_encode(
@@ -272,7 +282,14 @@ impl PhysicalExtensionCodec for WeirPhysicalCodec {
         buf: &mut Vec<u8>,
         converter: &dyn PhysicalProtoConverterExtension,
     ) -> DfResult<()> {
-        if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
+        if node.is::<SourceScanExec>() {
+            // Every task would read all of it (see `task_scan`).
+            return Err(DataFusionError::Internal(
+                "a Weir scan reaches a Ballista executor only as a TaskScanExec".into(),
+            ));
+        }
+        if let Some(scan) = node.downcast_ref::<TaskScanExec>() {
+            let scan = scan.scan();
             return encode(
                 &ScanPayload {
                     ddl: scan.table().ddl.unmasked_sql(),

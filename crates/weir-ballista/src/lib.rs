@@ -11,6 +11,8 @@
 //! - **Processes** ([`process`]): `weir ballista-scheduler` and `weir ballista-executor`
 //!   are Ballista's own scheduler and executor with Weir's codecs, functions and
 //!   connectors built in (a stock Ballista executor cannot read a Weir table).
+//! - **Scans** ([`task_scan`]): each task of a stage reads the partitions of a Weir scan
+//!   that Ballista gave it, and no other.
 //! - **Client** ([`client_session`]): the `weir` process that runs the script plans
 //!   the query as in one process and hands the plan to the scheduler. The rows come back
 //!   to it and go into the table's two-phase-commit sink, committed once at the end, as
@@ -18,6 +20,7 @@
 
 pub mod codec;
 pub mod process;
+pub mod task_scan;
 
 use ballista_core::extension::{SessionConfigExt, SessionStateExt};
 use datafusion::execution::session_state::SessionStateBuilder;

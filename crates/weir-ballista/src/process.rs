@@ -71,7 +71,8 @@ pub struct ExecutorOptions {
     pub grpc_port: u16,
     /// How many tasks it runs at once (Ballista's vcores; 0: one per core).
     pub slots: usize,
-    /// Where shuffle files go (a temporary folder by default).
+    /// Where shuffle files go (by default `weir-ballista-executor-<task port>` in the
+    /// system's temporary folder).
     pub work_dir: Option<String>,
     /// How often it tells the scheduler it is alive.
     pub heartbeat_interval_secs: u64,
@@ -80,6 +81,28 @@ pub struct ExecutorOptions {
 /// Runs a Ballista executor until the process ends.
 pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
     use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+    // Ballista's own default is a temporary folder that it removes at once (its shuffle
+    // writers make it again, and nothing removes it at the end).
+    let work_dir = match options.work_dir {
+        Some(dir) => dir,
+        None => {
+            let dir =
+                std::env::temp_dir().join(format!("weir-ballista-executor-{}", options.grpc_port));
+            dir.to_str()
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "{} is not a UTF-8 path: pass --work-dir",
+                        dir.display()
+                    ))
+                })?
+                .to_string()
+        }
+    };
+    std::fs::create_dir_all(&work_dir).map_err(|e| {
+        Error::config(format!(
+            "cannot create the executor's work folder '{work_dir}': {e}"
+        ))
+    })?;
     let config = ExecutorProcessConfig {
         bind_host: options.bind_host,
         external_host: options.external_host,
@@ -89,7 +112,7 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         scheduler_port: options.scheduler.1,
         scheduler_connect_timeout_seconds: 30,
         vcores: options.slots,
-        work_dir: options.work_dir,
+        work_dir: Some(work_dir),
         executor_heartbeat_interval_seconds: options.heartbeat_interval_secs,
         print_thread_info: false,
         override_function_registry: Some(Arc::new(crate::codec::function_registry())),

@@ -79,10 +79,6 @@ enum Command {
         /// (`weir ballista-scheduler`).
         #[arg(long, value_name = "ADDRESS")]
         cluster: Option<String>,
-        /// Run on a Ballista cluster (`--cluster df://…`) although its rows are known to
-        /// differ from one process's for some queries (Nexmark q5; issue 19).
-        #[arg(long)]
-        experimental_ballista: bool,
     },
     /// Run an Apache DataFusion Ballista scheduler with Weir's tables and functions built
     /// in: `weir run --mode batch --cluster df://host:port` runs batch jobs on it.
@@ -93,8 +89,9 @@ enum Command {
         /// The host executors and clients reach it at (default: the listening host).
         #[arg(long)]
         advertised_host: Option<String>,
-        /// An executor silent for this long is lost and its tasks run again elsewhere.
-        #[arg(long, default_value = "180 s")]
+        /// An executor silent for this long is lost and its tasks run again elsewhere
+        /// (Flink's heartbeat.timeout default).
+        #[arg(long, default_value = "50 s")]
         executor_timeout: String,
     },
     /// Run an Apache DataFusion Ballista executor with Weir's connectors built in.
@@ -117,11 +114,14 @@ enum Command {
         /// Tasks it runs at once (default: one per core).
         #[arg(long, default_value_t = 0)]
         slots: usize,
-        /// Where its shuffle files go (default: a temporary folder).
+        /// Where its shuffle files go (default: weir-ballista-executor-<grpc port> in the
+        /// system's temporary folder).
         #[arg(long)]
         work_dir: Option<String>,
-        /// How often it tells the scheduler it is alive.
-        #[arg(long, default_value = "60 s")]
+        /// How often it tells the scheduler it is alive (Flink's heartbeat.interval
+        /// default); shorter than the scheduler's --executor-timeout, or the scheduler
+        /// loses it.
+        #[arg(long, default_value = "10 s")]
         heartbeat_interval: String,
     },
     /// Run a coordinator (Flink's job manager): workers register with it, and
@@ -470,8 +470,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             heartbeat_interval,
         } => {
             let scheduler = weir_ballista::scheduler_address(&scheduler)?;
+            eprintln!(
+                "weir: Ballista executor on {bind_host} (Flight port {flight_port}, task port \
+                 {grpc_port}) joining the scheduler at {}:{}",
+                scheduler.0, scheduler.1
+            );
             weir_ballista::process::run_executor(weir_ballista::process::ExecutorOptions {
-                scheduler,
+                scheduler: scheduler.clone(),
                 bind_host,
                 external_host: advertised_host,
                 flight_port,
@@ -483,7 +488,15 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                     .max(1),
             })
             .await?;
-            Ok(0)
+            // Ballista's executor ends quietly when its scheduler tells it to stop, as
+            // the scheduler does with one it has lost.
+            eprintln!(
+                "weir: the Ballista executor stopped: its scheduler at {}:{} stopped it or \
+                 went away (an executor the scheduler loses for want of heartbeats is \
+                 stopped: keep --heartbeat-interval below the scheduler's --executor-timeout)",
+                scheduler.0, scheduler.1
+            );
+            Ok(1)
         }
         Command::Coordinator {
             listen,
@@ -639,7 +652,6 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         vars,
         quiet,
         cluster,
-        experimental_ballista,
     } = command
     else {
         unreachable!("run_script takes Command::Run")
@@ -680,14 +692,6 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
         settings.push(("execution.checkpointing.interval".into(), i.clone()));
     }
     let ballista = cluster.clone().filter(|c| weir_ballista::is_ballista(c));
-    if ballista.is_some() && !experimental_ballista {
-        bail!(
-            "batch mode on Ballista is experimental: Nexmark q5 commits other rows on it than \
-             in one process (0 or 60 rows instead of 5, depending on the events and \
-             parallelism), and the cause is not found yet; pass --experimental-ballista to \
-             run it anyway"
-        );
-    }
     if let Some(address) = cluster.filter(|c| !weir_ballista::is_ballista(c)) {
         let job = weir_cluster::JobDefinition {
             scripts,

@@ -117,7 +117,7 @@ pub trait TableReader: Send + Sync + std::fmt::Debug {
 }
 
 /// The scan of one connector table in batch mode.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SourceScanExec {
     table: Arc<TableDef>,
     reader: Arc<dyn TableReader>,

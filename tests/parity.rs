@@ -263,3 +263,28 @@ fn insert_overwrite_replaces_and_static_partitions_are_written() {
     assert!(replaced.status.success());
     assert_eq!(committed_lines(&out_dir.join("dt=a")), ["3"]);
 }
+
+/// Flink inserts a query whose SELECT list names a column twice (`SELECT id, id`), by
+/// position, in both modes; DataFusion alone refuses the list.
+#[test]
+fn insert_of_a_column_written_twice_runs_as_in_flink() {
+    let tmp = tempfile::tempdir().unwrap();
+    for mode in ["streaming", "batch"] {
+        let out = tmp.path().join(mode);
+        let sql = format!(
+            "SET 'execution.runtime-mode' = '{mode}';
+             CREATE TABLE src (id INT, name STRING) WITH ('connector' = 'datagen',
+               'number-of-rows' = '3', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1',
+               'fields.id.end' = '3', 'fields.name.length' = '1');
+             CREATE TABLE sink (a INT, b INT, c INT, d INT, e INT) WITH ('connector' = 'filesystem',
+               'path' = '{}', 'format' = 'csv');
+             INSERT INTO sink SELECT id, id, src.id, id + 1, id + 1 FROM src;",
+            out.display()
+        );
+        let script = write_script(tmp.path(), &format!("{mode}.sql"), &sql);
+        run_ok(&[script.to_str().unwrap(), "-p", "1"]);
+        let mut rows = committed_lines(&out);
+        rows.sort();
+        assert_eq!(rows, ["1,1,1,2,2", "2,2,2,3,3", "3,3,3,4,4"], "{mode}");
+    }
+}

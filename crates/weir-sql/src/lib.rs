@@ -29,6 +29,7 @@ pub mod over_functions;
 pub mod parser;
 pub mod plan;
 pub mod planner;
+mod select_names;
 pub mod source_scan;
 pub mod spill_dir;
 pub mod temporal_join;

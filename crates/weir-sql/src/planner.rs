@@ -547,6 +547,7 @@ impl Planner {
         }
         crate::functions::rewrite_window_tvfs(&mut query).map_err(Error::plan)?;
         crate::unnest::rewrite_unnest_joins(&mut query).map_err(Error::plan)?;
+        crate::select_names::unique_result_names(&mut query);
         crate::functions::rewrite(&mut query);
         crate::functions::alias_nested_fields(&mut query);
         crate::flink_types::distinct_cast_names(&mut query);

@@ -413,3 +413,117 @@ fn ballista_misuse_is_named() {
     );
     assert!(committed_lines(&out).is_empty(), "a refused job wrote rows");
 }
+
+/// 100,000 generated ids counted and summed by `id % 10`.
+fn small_counting_job(out: &Path) -> String {
+    format!(
+        "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '1000000', \
+           'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '100000');
+         CREATE TABLE sink (k BIGINT, n BIGINT, total BIGINT) WITH ('connector' = 'filesystem', \
+           'path' = '{}', 'format' = 'csv');
+         INSERT INTO sink SELECT id % 10, COUNT(*), SUM(id) FROM src GROUP BY id % 10;",
+        out.display()
+    )
+}
+
+fn check_small_counts(out: &Path) {
+    let mut got = committed_lines(out);
+    got.sort();
+    let mut expected: Vec<String> = (0..10i64)
+        .map(|k| {
+            let ids = (1..=100_000i64).filter(|id| id % 10 == k);
+            format!("{k},10000,{}", ids.sum::<i64>())
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected, "{}", out.display());
+}
+
+/// The shell (`weir shell --cluster df://…`) and the library (`Engine::set_batch_cluster`)
+/// run batch queries on Ballista too, and the shell refuses a streaming job there.
+#[test]
+fn shell_and_library_run_batch_queries_on_ballista() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Ballista::start(1, 2, tmp.path(), "180 s");
+    let url = cluster.url();
+
+    let out = tmp.path().join("shell");
+    let script = write_script(tmp.path(), "shell.sql", &small_counting_job(&out));
+    let before = cluster.shuffle_files(1);
+    let shell = weir()
+        .args(["shell", "--cluster", &url, "-f", script.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        shell.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&shell.stderr),
+        cluster.logs()
+    );
+    assert!(
+        cluster.shuffle_files(1) > before,
+        "the shell's query ran elsewhere"
+    );
+    check_small_counts(&out);
+
+    let streaming = write_script(
+        tmp.path(),
+        "streaming.sql",
+        &format!(
+            "SET 'execution.runtime-mode' = 'streaming';\n{}",
+            small_counting_job(&tmp.path().join("streaming")).replace(
+                "SELECT id % 10, COUNT(*), SUM(id) FROM src GROUP BY id % 10",
+                "SELECT id, id, id FROM src"
+            )
+        ),
+    );
+    for (address, needle) in [
+        (url.as_str(), "runs batch jobs only"),
+        (
+            "127.0.0.1:1",
+            "a job on a Weir coordinator is submitted with `weir run",
+        ),
+    ] {
+        let refused = weir()
+            .args([
+                "shell",
+                "--cluster",
+                address,
+                "-f",
+                streaming.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{address}: {text}");
+        assert!(text.contains(needle), "{address}: {text}");
+    }
+    assert!(committed_lines(&tmp.path().join("streaming")).is_empty());
+
+    let out = tmp.path().join("library");
+    let before = cluster.shuffle_files(1);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut engine = weir::Engine::default();
+        engine.set_batch_cluster(weir::ballista::client_session(&url).unwrap());
+        engine
+            .config_mut()
+            .set("execution.runtime-mode", "batch")
+            .unwrap();
+        let mut queries = 0;
+        for stmt in engine.parse(&small_counting_job(&out)).unwrap() {
+            if let weir::Outcome::Batch(batch) = engine.execute(&stmt).await.unwrap() {
+                for query in &batch {
+                    engine.run_batch(query).await.unwrap();
+                    queries += 1;
+                }
+            }
+        }
+        assert_eq!(queries, 1);
+    });
+    assert!(
+        cluster.shuffle_files(1) > before,
+        "the library's query ran elsewhere"
+    );
+    check_small_counts(&out);
+}

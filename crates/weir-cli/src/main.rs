@@ -191,6 +191,10 @@ enum Command {
         /// Run this script and exit (Flink's -f).
         #[arg(short = 'f', long = "file")]
         file: Option<PathBuf>,
+        /// Run batch queries on the Ballista cluster of this scheduler (`df://host:port`):
+        /// the shell starts in batch mode.
+        #[arg(long, value_name = "ADDRESS")]
+        cluster: Option<String>,
     },
 }
 
@@ -392,8 +396,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command.unwrap_or(Command::Shell {
         init: None,
         file: None,
+        cluster: None,
     }) {
-        Command::Shell { init, file } => shell::run(init, file).await,
+        Command::Shell {
+            init,
+            file,
+            cluster,
+        } => shell::run(init, file, cluster).await,
         Command::Stop {
             job,
             drain,

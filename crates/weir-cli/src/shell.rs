@@ -36,6 +36,8 @@ struct Shell {
     interrupt: Signal,
     /// Where control sockets go; `None` until the first job, `Some(Err)` if unusable.
     control_dir: Option<Result<PathBuf, String>>,
+    /// The Ballista cluster batch queries run on (`df://host:port`), if any.
+    ballista: Option<String>,
 }
 
 /// What the shell does after a piece of input.
@@ -301,6 +303,14 @@ impl Shell {
                     }
                 }
             }
+            Outcome::Job(_) if self.ballista.is_some() => {
+                bail!(
+                    "{} is a Ballista cluster, which runs batch jobs only: SET \
+                     'execution.runtime-mode' = 'batch' (or run the streaming job on a Weir \
+                     coordinator with `weir run --cluster host:port`)",
+                    self.ballista.as_deref().unwrap_or_default()
+                )
+            }
             Outcome::Job(plans) if matches!(stmt.statement, WeirStatement::Select(_)) => {
                 self.streaming_select(&plans).await?;
             }
@@ -466,13 +476,32 @@ fn statement_text(sql: &str, line: u64) -> String {
     }
 }
 
-pub async fn run(init: Option<PathBuf>, file: Option<PathBuf>) -> anyhow::Result<i32> {
+pub async fn run(
+    init: Option<PathBuf>,
+    file: Option<PathBuf>,
+    cluster: Option<String>,
+) -> anyhow::Result<i32> {
+    let mut engine = Engine::default();
+    if let Some(address) = &cluster {
+        if !weir_ballista::is_ballista(address) {
+            bail!(
+                "the shell runs batch queries on a Ballista cluster (--cluster \
+                 df://host:port); a job on a Weir coordinator is submitted with `weir run \
+                 --cluster {address} job.sql`"
+            );
+        }
+        weir_ballista::check_scheduler(address).await?;
+        engine.set_batch_cluster(weir_ballista::client_session(address)?);
+        engine.config_mut().set("execution.runtime-mode", "batch")?;
+        eprintln!("[INFO] batch mode: queries run on the Ballista cluster at {address}");
+    }
     let mut shell = Shell {
-        engine: Engine::default(),
+        engine,
         jobs: Vec::new(),
         interrupt: tokio::signal::unix::signal(SignalKind::interrupt())
             .context("cannot catch Ctrl-C")?,
         control_dir: None,
+        ballista: cluster,
     };
     for script in init.iter().chain(file.iter()) {
         let sql = std::fs::read_to_string(script)

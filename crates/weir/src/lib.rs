@@ -20,9 +20,19 @@
 //! (operators, jobs, checkpoints), [`connectors`] (sources, sinks, the two-phase-commit
 //! framework) and [`engine`], and the versions of [`arrow`] and [`datafusion`] Weir is
 //! built with (to write functions for [`Engine::register_udf`]).
+//!
+//! Jobs go to a cluster too: [`cluster::client::submit`] runs a script's job on a Weir
+//! coordinator (as `weir run --cluster host:port` does), and
+//! `engine.set_batch_cluster(weir::ballista::client_session("df://host:port")?)` runs an
+//! engine's batch queries on a Ballista cluster (as `weir run --mode batch --cluster
+//! df://host:port` does).
 
 pub use arrow;
 pub use datafusion;
+/// Batch queries on an Apache DataFusion Ballista cluster.
+pub use weir_ballista as ballista;
+/// Jobs on a Weir coordinator and its workers.
+pub use weir_cluster as cluster;
 pub use weir_common as common;
 pub use weir_common::{Config, Error, Result};
 pub use weir_connectors as connectors;

@@ -642,3 +642,58 @@ fn a_cluster_job_stops_with_a_savepoint_and_resumes_from_it() {
     assert!(err.contains("restored from"), "{err}");
     assert_windows_exactly_once(&out);
 }
+
+/// `weir shell --cluster host:port`, as Flink's SQL client on a session cluster: the
+/// session's statements and each streaming INSERT go to the coordinator as one job, SHOW
+/// JOBS shows it with the coordinator's figures, and `-f` waits for it.
+#[test]
+fn the_shell_submits_streaming_inserts_to_the_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(3, tmp.path());
+    let (out, _) = windowed_job(tmp.path());
+    let job = std::fs::read_to_string(tmp.path().join("job.sql")).unwrap();
+    let script = write_script(
+        tmp.path(),
+        "shell.sql",
+        &format!(
+            "SET 'parallelism.default' = '3';
+             SET 'execution.checkpointing.dir' = '{}';
+             SET 'execution.checkpointing.interval' = '200 ms';
+             {job}
+             SHOW JOBS;",
+            tmp.path().join("chk").display()
+        ),
+    );
+    let shell = weir()
+        .args(["shell", "--cluster", &cluster.address, "-f"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&shell.stdout);
+    assert!(
+        shell.status.success(),
+        "{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&shell.stderr),
+        cluster.all_logs()
+    );
+    let id = stdout
+        .split("Submitted job ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no job submitted: {stdout}"));
+    assert!(
+        stdout.contains(&format!("to the cluster at {}", cluster.address)),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches(id).count(),
+        2,
+        "SHOW JOBS lists the job: {stdout}"
+    );
+    assert!(
+        cluster.all_logs().contains(id),
+        "the coordinator does not name job {id}:\n{}",
+        cluster.all_logs()
+    );
+    assert_windows_exactly_once(&out);
+}

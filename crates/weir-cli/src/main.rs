@@ -19,6 +19,7 @@ macro_rules! out {
 }
 
 mod control;
+mod remote_jobs;
 mod results;
 mod shell;
 
@@ -191,8 +192,9 @@ enum Command {
         /// Run this script and exit (Flink's -f).
         #[arg(short = 'f', long = "file")]
         file: Option<PathBuf>,
-        /// Run batch queries on the Ballista cluster of this scheduler (`df://host:port`):
-        /// the shell starts in batch mode.
+        /// Run streaming INSERTs on the cluster of the coordinator at this address
+        /// (`host:port`), or batch queries on the Ballista cluster of this scheduler
+        /// (`df://host:port`; the shell then starts in batch mode).
         #[arg(long, value_name = "ADDRESS")]
         cluster: Option<String>,
     },

@@ -8,6 +8,7 @@
 //! never end the interactive shell (`-f` stops at the first one and exits with 1); SQL
 //! errors show the statement line with a caret under the position.
 
+use crate::remote_jobs::{Coordinator, Following};
 use crate::results::{ResultMode, ResultView};
 use anyhow::{Context, bail};
 use rustyline::error::ReadlineError;
@@ -26,6 +27,8 @@ struct Job {
     metrics: std::sync::Arc<weir::runtime::JobMetrics>,
     /// Lets `weir list`/`weir stop` reach the job while it runs.
     _control: Option<crate::control::SocketGuard>,
+    /// A job on the coordinator, followed while it runs.
+    remote: Option<Following>,
 }
 
 struct Shell {
@@ -38,6 +41,8 @@ struct Shell {
     control_dir: Option<Result<PathBuf, String>>,
     /// The Ballista cluster batch queries run on (`df://host:port`), if any.
     ballista: Option<String>,
+    /// The Weir coordinator streaming INSERTs run on, if any.
+    coordinator: Option<Coordinator>,
 }
 
 /// What the shell does after a piece of input.
@@ -171,9 +176,11 @@ impl Shell {
                 return Flow::Failed;
             }
         };
-        for stmt in statements {
+        let starts: Vec<_> = statements.iter().map(|s| s.location).collect();
+        let texts = crate::remote_jobs::statement_texts(sql, &starts);
+        for (stmt, text) in statements.iter().zip(&texts) {
             drain_interrupts(&mut self.interrupt);
-            if let Err(e) = self.execute(&stmt, sql).await {
+            if let Err(e) = self.execute(stmt, sql, text).await {
                 match e.downcast::<weir::Error>() {
                     Ok(e) => show_error(sql, &e),
                     Err(e) => eprintln!("[ERROR] {e:#}"),
@@ -280,7 +287,12 @@ impl Shell {
         Ok(())
     }
 
-    async fn execute(&mut self, stmt: &weir::sql::Located, sql: &str) -> anyhow::Result<()> {
+    async fn execute(
+        &mut self,
+        stmt: &weir::sql::Located,
+        sql: &str,
+        text: &str,
+    ) -> anyhow::Result<()> {
         if let WeirStatement::Select(query) = &stmt.statement
             && (self.engine.config().runtime_mode() == weir::common::RuntimeMode::Batch
                 || self.engine.query_is_bounded(query).await?)
@@ -288,7 +300,12 @@ impl Shell {
             return self.bounded_select(query).await;
         }
         match self.engine.execute(stmt).await? {
-            Outcome::Done(msg) => out!("[INFO] {msg}"),
+            Outcome::Done(msg) => {
+                if let Some(coordinator) = &mut self.coordinator {
+                    coordinator.record(text);
+                }
+                out!("[INFO] {msg}")
+            }
             Outcome::Table { header, rows } => crate::print_table(&header, &rows),
             Outcome::Explain(text) => out!("{text}"),
             Outcome::Batch(queries) => {
@@ -314,6 +331,23 @@ impl Shell {
             Outcome::Job(plans) if matches!(stmt.statement, WeirStatement::Select(_)) => {
                 self.streaming_select(&plans).await?;
             }
+            Outcome::Job(_) if self.coordinator.is_some() => {
+                let coordinator = self.coordinator.as_ref().expect("a coordinator");
+                let (id, following) = coordinator.submit(text).await?;
+                out!(
+                    "[INFO] Submitted job {id} to the cluster at {}",
+                    coordinator.address
+                );
+                self.jobs.push(Job {
+                    id,
+                    statement: statement_text(sql, stmt.location.line),
+                    metrics: Default::default(),
+                    handle: None,
+                    status: "RUNNING".into(),
+                    _control: None,
+                    remote: Some(following),
+                });
+            }
             Outcome::Job(plans) => {
                 let graph = self.engine.build_job(&plans).await?;
                 let job = self.engine.start(graph, None).await?;
@@ -330,82 +364,122 @@ impl Shell {
                     handle: Some(job),
                     status: "RUNNING".into(),
                     _control: control,
+                    remote: None,
                 });
             }
-            Outcome::JobControl(WeirStatement::ShowJobs) => {
-                self.refresh().await;
-                let rows = self
-                    .jobs
-                    .iter()
-                    .map(|j| {
-                        let status = if j.handle.is_some() && j.metrics.is_restarting() {
-                            "RESTARTING".to_string()
-                        } else {
-                            j.status.clone()
-                        };
-                        vec![
-                            j.id.clone(),
-                            status,
-                            j.metrics.rows_in().to_string(),
-                            j.metrics.rows_out().to_string(),
-                            j.metrics.restarts().to_string(),
-                            j.statement.clone(),
-                        ]
-                    })
-                    .collect::<Vec<_>>();
-                let header = [
-                    "job id",
-                    "status",
-                    "rows in",
-                    "rows out",
-                    "restarts",
-                    "statement",
-                ]
-                .map(String::from)
-                .to_vec();
-                crate::print_table(&header, &rows);
-            }
+            Outcome::JobControl(WeirStatement::ShowJobs) => self.show_jobs().await,
             Outcome::JobControl(WeirStatement::StopJob {
                 id,
                 savepoint,
                 drain,
-            }) => {
-                self.refresh().await;
-                // Checked before the job's handle is taken: a refused STOP leaves the job
-                // running and stoppable.
-                let savepoint_dir = if savepoint {
-                    Some(self.engine.config().savepoint_dir().context(
-                        "STOP JOB … WITH SAVEPOINT needs SET 'execution.checkpointing.savepoint-dir' = '…'",
-                    )?)
+            }) => self.stop_job(&id, savepoint, drain).await?,
+            Outcome::JobControl(_) => {}
+        }
+        Ok(())
+    }
+
+    /// `SHOW JOBS`: the shell's jobs, with their figures (a cluster job's from its
+    /// coordinator).
+    async fn show_jobs(&mut self) {
+        self.refresh().await;
+        let running = match &self.coordinator {
+            Some(c) if self.jobs.iter().any(|j| j.remote.is_some()) => c.running().await,
+            _ => Vec::new(),
+        };
+        let rows = self
+            .jobs
+            .iter()
+            .map(|j| {
+                if j.remote.is_some()
+                    && let Some(r) = running.iter().find(|r| r.job_id == j.id)
+                {
+                    return vec![
+                        j.id.clone(),
+                        r.status.clone(),
+                        r.rows_in.to_string(),
+                        r.rows_out.to_string(),
+                        r.restarts.to_string(),
+                        j.statement.clone(),
+                    ];
+                }
+                let status = if j.handle.is_some() && j.metrics.is_restarting() {
+                    "RESTARTING".to_string()
                 } else {
-                    None
+                    j.status.clone()
                 };
-                let job = self
-                    .jobs
-                    .iter_mut()
-                    .find(|j| j.id.starts_with(id.as_str()) && j.handle.is_some())
-                    .with_context(|| format!("no running job '{id}' (see SHOW JOBS)"))?;
-                let handle = job.handle.take().expect("running job");
-                if let Some(dir) = savepoint_dir {
-                    match handle.stop_with_savepoint(drain, &dir).await {
-                        Ok(path) => {
-                            handle.wait().await?;
-                            job.status = "STOPPED".into();
-                            out!("[INFO] job stopped with savepoint {path}");
-                        }
-                        Err(e) => {
-                            job.handle = Some(handle);
-                            return Err(e.into());
-                        }
-                    }
-                } else {
-                    handle.cancel();
-                    let _ = handle.wait().await;
-                    job.status = "CANCELED".into();
-                    out!("[INFO] job {} cancelled", job.id);
+                vec![
+                    j.id.clone(),
+                    status,
+                    j.metrics.rows_in().to_string(),
+                    j.metrics.rows_out().to_string(),
+                    j.metrics.restarts().to_string(),
+                    j.statement.clone(),
+                ]
+            })
+            .collect::<Vec<_>>();
+        let header = [
+            "job id",
+            "status",
+            "rows in",
+            "rows out",
+            "restarts",
+            "statement",
+        ]
+        .map(String::from)
+        .to_vec();
+        crate::print_table(&header, &rows);
+    }
+
+    /// `STOP JOB 'id' [WITH SAVEPOINT] [WITH DRAIN]`.
+    async fn stop_job(&mut self, id: &str, savepoint: bool, drain: bool) -> anyhow::Result<()> {
+        self.refresh().await;
+        // Checked before the job's handle is taken: a refused STOP leaves the job
+        // running and stoppable.
+        let savepoint_dir = if savepoint {
+            Some(self.engine.config().savepoint_dir().context(
+                "STOP JOB … WITH SAVEPOINT needs SET 'execution.checkpointing.savepoint-dir' = '…'",
+            )?)
+        } else {
+            None
+        };
+        let job = self
+            .jobs
+            .iter_mut()
+            .find(|j| j.id.starts_with(id) && (j.handle.is_some() || j.remote.is_some()))
+            .with_context(|| format!("no running job '{id}' (see SHOW JOBS)"))?;
+        if job.remote.is_some() {
+            let coordinator = self.coordinator.as_ref().expect("a coordinator");
+            let Some(dir) = savepoint_dir else {
+                anyhow::bail!(
+                    "a job on the cluster stops with a savepoint: STOP JOB '{id}' WITH SAVEPOINT"
+                );
+            };
+            let path = coordinator.stop(&job.id, drain, Some(dir)).await?;
+            if let Some(following) = job.remote.take() {
+                let _ = following.await;
+            }
+            job.status = "STOPPED".into();
+            out!("[INFO] job stopped with savepoint {path}");
+            return Ok(());
+        }
+        let handle = job.handle.take().expect("running job");
+        if let Some(dir) = savepoint_dir {
+            match handle.stop_with_savepoint(drain, &dir).await {
+                Ok(path) => {
+                    handle.wait().await?;
+                    job.status = "STOPPED".into();
+                    out!("[INFO] job stopped with savepoint {path}");
+                }
+                Err(e) => {
+                    job.handle = Some(handle);
+                    return Err(e.into());
                 }
             }
-            Outcome::JobControl(_) => {}
+        } else {
+            handle.cancel();
+            let _ = handle.wait().await;
+            job.status = "CANCELED".into();
+            out!("[INFO] job {} cancelled", job.id);
         }
         Ok(())
     }
@@ -445,7 +519,22 @@ impl Shell {
                 };
                 job._control = None;
             }
+            if job.remote.as_ref().is_some_and(|f| f.is_finished()) {
+                let following = job.remote.take().expect("a follower");
+                job.status = ended(following.await);
+            }
         }
+    }
+}
+
+/// The status of a cluster job whose follower ended.
+fn ended(
+    followed: Result<weir::Result<weir_cluster::coordinator::JobUpdate>, tokio::task::JoinError>,
+) -> String {
+    match followed {
+        Ok(Ok(_)) => "FINISHED".into(),
+        Ok(Err(e)) => format!("FAILED: {e}"),
+        Err(e) => format!("FAILED: {e}"),
     }
 }
 
@@ -482,14 +571,15 @@ pub async fn run(
     cluster: Option<String>,
 ) -> anyhow::Result<i32> {
     let mut engine = Engine::default();
-    if let Some(address) = &cluster {
-        if !weir_ballista::is_ballista(address) {
-            bail!(
-                "the shell runs batch queries on a Ballista cluster (--cluster \
-                 df://host:port); a job on a Weir coordinator is submitted with `weir run \
-                 --cluster {address} job.sql`"
-            );
-        }
+    let mut coordinator = None;
+    let mut ballista = None;
+    if let Some(address) = cluster.as_ref().filter(|c| !weir_ballista::is_ballista(c)) {
+        coordinator = Some(Coordinator::connect(address).await?);
+        eprintln!(
+            "[INFO] streaming INSERTs run on the Weir cluster at {address}; queries run here"
+        );
+    } else if let Some(address) = &cluster {
+        ballista = Some(address.clone());
         weir_ballista::check_scheduler(address).await?;
         engine.set_batch_cluster(weir_ballista::client_session(address)?);
         engine.config_mut().set("execution.runtime-mode", "batch")?;
@@ -501,7 +591,8 @@ pub async fn run(
         interrupt: tokio::signal::unix::signal(SignalKind::interrupt())
             .context("cannot catch Ctrl-C")?,
         control_dir: None,
-        ballista: cluster,
+        ballista,
+        coordinator,
     };
     for script in init.iter().chain(file.iter()) {
         let sql = std::fs::read_to_string(script)
@@ -528,6 +619,13 @@ pub async fn run(
             {
                 eprintln!("[ERROR] job {} failed: {e}", job.id);
                 code = 1;
+            }
+            if let Some(following) = job.remote.take() {
+                let status = ended(following.await);
+                if status != "FINISHED" {
+                    eprintln!("[ERROR] job {} on the cluster: {status}", job.id);
+                    code = 1;
+                }
             }
         }
         return Ok(code);

@@ -164,21 +164,15 @@ fn run_on(cluster: &Ballista, script: &Path, extra: &[&str]) {
 fn golden_queries_on_ballista_give_the_golden_rows() {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = Ballista::start(2, 1, tmp.path(), "180 s");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
     let names = golden_names();
     let mut ran = 0;
     for name in &names {
-        let template = std::fs::read_to_string(root.join(format!("{name}.sql"))).unwrap();
+        let (template, expected) = golden(name);
         // What batch mode does not run in one process, and MATCH_RECOGNIZE (refused on
         // Ballista, below).
         if template.contains("-- batch: skip") || name == "match_recognize" {
             continue;
         }
-        let expected: Vec<String> = std::fs::read_to_string(root.join(format!("{name}.expected")))
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
         let dir = tmp.path().join(name);
         let out = dir.join("out");
         std::fs::create_dir_all(&dir).unwrap();
@@ -221,18 +215,7 @@ fn nexmark_queries_on_ballista_agree_with_one_process() {
     for q in [
         "q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8", "q9", "q15", "q17", "q18",
     ] {
-        let vars = [
-            "--var",
-            "TPS=1000",
-            "--var",
-            "EVENTS_NUM=20000",
-            "--var",
-            "PERSON_PROPORTION=1",
-            "--var",
-            "AUCTION_PROPORTION=3",
-            "--var",
-            "BID_PROPORTION=46",
-        ];
+        let vars = crate::nexmark::nexmark_vars(20_000);
         let mut rows = Vec::new();
         for on_cluster in [false, true] {
             let dir = tmp.path().join(format!("{q}-{on_cluster}"));
@@ -244,7 +227,7 @@ fn nexmark_queries_on_ballista_agree_with_one_process() {
                 &crate::nexmark::query_with_file_sink(q, &out),
             );
             let mut args = vec![ddl.to_str().unwrap(), script.to_str().unwrap()];
-            args.extend_from_slice(&vars);
+            args.extend(vars.iter().map(String::as_str));
             args.extend_from_slice(&["--mode", "batch", "-p", "4"]);
             let url = cluster.url();
             if on_cluster {
@@ -403,8 +386,7 @@ fn ballista_misuse_is_named() {
     assert!(text.contains("runs batch jobs only"), "{text}");
 
     // MATCH_RECOGNIZE has no codec yet.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
-    let template = std::fs::read_to_string(root.join("match_recognize.sql")).unwrap();
+    let (template, _) = golden("match_recognize");
     let script = write_script(
         tmp.path(),
         "match.sql",

@@ -175,16 +175,10 @@ impl Drop for LocalCluster {
 fn golden_queries_on_a_cluster_give_the_rows_of_one_process() {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = LocalCluster::start(3, tmp.path());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
     let names = golden_names();
     assert!(names.len() >= 20, "{names:?}");
     for name in &names {
-        let template = std::fs::read_to_string(root.join(format!("{name}.sql"))).unwrap();
-        let expected: Vec<String> = std::fs::read_to_string(root.join(format!("{name}.expected")))
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let (template, expected) = golden(name);
         let dir = tmp.path().join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("out");

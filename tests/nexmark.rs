@@ -20,26 +20,29 @@ pub(crate) fn query_with_file_sink(q: &str, out: &Path) -> String {
     )
 }
 
-/// 1,000 events per second of event time: one event per millisecond, so ordering by
-/// time has no ties (with ties, a Top-N's batch result would be one of several).
+/// The `--var`s of `sql-examples/nexmark/ddl.sql` for `events` events at 1,000 events
+/// per second of event time: one event per millisecond, so ordering by time has no ties
+/// (with ties, a Top-N's batch result would be one of several).
+pub(crate) fn nexmark_vars(events: u32) -> Vec<String> {
+    [
+        "TPS=1000".to_string(),
+        format!("EVENTS_NUM={events}"),
+        "PERSON_PROPORTION=1".to_string(),
+        "AUCTION_PROPORTION=3".to_string(),
+        "BID_PROPORTION=46".to_string(),
+    ]
+    .into_iter()
+    .flat_map(|v| ["--var".to_string(), v])
+    .collect()
+}
+
 fn run_query(q: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
     let ddl = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-examples/nexmark/ddl.sql");
     let out = dir.join("out");
     let script = write_script(dir, &format!("{q}.sql"), &query_with_file_sink(q, &out));
-    let mut args = vec![
-        ddl.to_str().unwrap(),
-        script.to_str().unwrap(),
-        "--var",
-        "TPS=1000",
-        "--var",
-        "EVENTS_NUM=6000",
-        "--var",
-        "PERSON_PROPORTION=1",
-        "--var",
-        "AUCTION_PROPORTION=3",
-        "--var",
-        "BID_PROPORTION=46",
-    ];
+    let vars = nexmark_vars(6000);
+    let mut args = vec![ddl.to_str().unwrap(), script.to_str().unwrap()];
+    args.extend(vars.iter().map(String::as_str));
     args.extend_from_slice(extra);
     run_ok(&args);
     materialize(committed_lines(&out))

@@ -254,6 +254,19 @@ pub fn kill_while_producing(
     done
 }
 
+/// Golden script `name`: its template (`tests/sql/NAME.sql`) and its expected rows
+/// (`tests/sql/NAME.expected`).
+pub fn golden(name: &str) -> (String, Vec<String>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");
+    let template = std::fs::read_to_string(root.join(format!("{name}.sql"))).unwrap();
+    let expected = std::fs::read_to_string(root.join(format!("{name}.expected")))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (template, expected)
+}
+
 /// The golden scripts' names (`tests/sql/NAME.sql`), sorted.
 pub fn golden_names() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sql");

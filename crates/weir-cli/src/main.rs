@@ -481,13 +481,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             heartbeat_interval,
         } => {
             let scheduler = weir_ballista::scheduler_address(&scheduler)?;
+            let at = format!("{}:{}", scheduler.0, scheduler.1);
             eprintln!(
                 "weir: Ballista executor on {bind_host} (Flight port {flight_port}, task port \
-                 {grpc_port}) joining the scheduler at {}:{}",
-                scheduler.0, scheduler.1
+                 {grpc_port}) joining the scheduler at {at}"
             );
             weir_ballista::process::run_executor(weir_ballista::process::ExecutorOptions {
-                scheduler: scheduler.clone(),
+                scheduler,
                 bind_host,
                 external_host: advertised_host,
                 flight_port,
@@ -502,10 +502,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             // Ballista's executor ends quietly when its scheduler tells it to stop, as
             // the scheduler does with one it has lost.
             eprintln!(
-                "weir: the Ballista executor stopped: its scheduler at {}:{} stopped it or \
+                "weir: the Ballista executor stopped: its scheduler at {at} stopped it or \
                  went away (an executor the scheduler loses for want of heartbeats is \
-                 stopped: keep --heartbeat-interval below the scheduler's --executor-timeout)",
-                scheduler.0, scheduler.1
+                 stopped: keep --heartbeat-interval below the scheduler's --executor-timeout)"
             );
             Ok(1)
         }

@@ -45,7 +45,8 @@ impl Coordinator {
         let script = self
             .session
             .iter()
-            .chain(std::iter::once(&insert.to_string()))
+            .map(String::as_str)
+            .chain([insert])
             .map(|s| format!("{s};\n"))
             .collect::<String>();
         let job = weir_cluster::JobDefinition {

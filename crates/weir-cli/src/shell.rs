@@ -390,29 +390,28 @@ impl Shell {
             .jobs
             .iter()
             .map(|j| {
-                if j.remote.is_some()
-                    && let Some(r) = running.iter().find(|r| r.job_id == j.id)
-                {
-                    return vec![
-                        j.id.clone(),
-                        r.status.clone(),
-                        r.rows_in.to_string(),
-                        r.rows_out.to_string(),
-                        r.restarts.to_string(),
-                        j.statement.clone(),
-                    ];
-                }
-                let status = if j.handle.is_some() && j.metrics.is_restarting() {
-                    "RESTARTING".to_string()
-                } else {
-                    j.status.clone()
+                let remote = running
+                    .iter()
+                    .find(|r| j.remote.is_some() && r.job_id == j.id);
+                let (status, rows_in, rows_out, restarts) = match remote {
+                    Some(r) => (r.status.clone(), r.rows_in, r.rows_out, r.restarts),
+                    None => (
+                        if j.handle.is_some() && j.metrics.is_restarting() {
+                            "RESTARTING".to_string()
+                        } else {
+                            j.status.clone()
+                        },
+                        j.metrics.rows_in(),
+                        j.metrics.rows_out(),
+                        j.metrics.restarts(),
+                    ),
                 };
                 vec![
                     j.id.clone(),
                     status,
-                    j.metrics.rows_in().to_string(),
-                    j.metrics.rows_out().to_string(),
-                    j.metrics.restarts().to_string(),
+                    rows_in.to_string(),
+                    rows_out.to_string(),
+                    restarts.to_string(),
                     j.statement.clone(),
                 ]
             })

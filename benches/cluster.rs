@@ -56,7 +56,7 @@ impl Cluster {
             .port();
         let address = format!("127.0.0.1:{port}");
         let coordinator = weir()
-            .args(["coordinator", "--listen", &address])
+            .args(["coordinator", "--listen", &address, "-D", "rest.port=0"])
             .stderr(std::fs::File::create(dir.join("coordinator.log")).unwrap())
             .spawn()
             .unwrap();

@@ -369,6 +369,27 @@ fn ballista_misuse_is_named() {
         "{text}"
     );
 
+    // A cluster without executors: the job fails after slot.request.timeout, as Flink's
+    // does when it gets no slot, instead of waiting for ever.
+    std::fs::create_dir_all(tmp.path().join("empty")).unwrap();
+    let empty = Ballista::start(0, 1, &tmp.path().join("empty"), "180 s");
+    let failed = run(&[
+        s,
+        "--mode",
+        "batch",
+        "--cluster",
+        &empty.url(),
+        "-D",
+        "slot.request.timeout=2 s",
+    ]);
+    let text = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success());
+    assert!(
+        text.contains("has no executor") && text.contains("slot.request.timeout"),
+        "{text}"
+    );
+    drop(empty);
+
     let cluster = Ballista::start(1, 1, tmp.path(), "180 s");
     let url = cluster.url();
     // A streaming job.
@@ -472,7 +493,8 @@ fn shell_and_library_run_batch_queries_on_ballista() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let mut engine = weir::Engine::default();
-        engine.set_batch_cluster(weir::ballista::client_session(&url).unwrap());
+        let timeout = engine.config().slot_request_timeout();
+        engine.set_batch_cluster(weir::ballista::client_session(&url, timeout).unwrap());
         engine
             .config_mut()
             .set("execution.runtime-mode", "batch")

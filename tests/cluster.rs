@@ -32,6 +32,7 @@ fn start_coordinator(address: &str, logs: &Path, n: usize) -> Child {
         ])
         .args(["--slot-timeout", "1 s"])
         .args(["--ha-dir", ha.to_str().unwrap()])
+        .args(["-D", "rest.port=0"])
         .env("WEIR_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(logs.join(format!("coordinator-{n}.log"))).unwrap())
@@ -635,6 +636,180 @@ fn a_cluster_job_stops_with_a_savepoint_and_resumes_from_it() {
     let err = cluster.run_ok(&resumed);
     assert!(err.contains("restored from"), "{err}");
     assert_windows_exactly_once(&out);
+}
+
+/// Where the coordinator's REST API listens, from its log.
+fn rest_address(logs: &Path) -> String {
+    let started = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(logs.join("coordinator-1.log")).unwrap_or_default();
+        if let Some(addr) = log
+            .split("REST API and dashboard at http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+        {
+            return addr.to_string();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits up to 60 s for `ok`.
+fn wait_until(what: &str, cluster: &LocalCluster, mut ok: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out: {what}\n{}",
+            cluster.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The coordinator's REST API, as Flink's job manager's: the workers as task managers
+/// with their slots, a cluster job's subtasks with the worker each runs on and the
+/// metrics the workers report, its checkpoints; a stop with a savepoint, and a cancel.
+#[test]
+fn the_coordinators_rest_api_shows_workers_and_subtasks_and_stops_jobs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(3, tmp.path());
+    let rest = rest_address(tmp.path());
+    let overview = get_json(&rest, "/overview");
+    assert_eq!(overview["taskmanagers"], 3, "{overview}");
+    assert_eq!(overview["slots-total"], 3, "{overview}");
+    assert_eq!(overview["slots-available"], 3, "{overview}");
+    assert_eq!(overview["jobs-running"], 0, "{overview}");
+
+    let (out, args) = windowed_job(tmp.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut job = cluster.submit(&args);
+    let mut job_id = String::new();
+    wait_until("the job runs", &cluster, || {
+        let jobs = get_json(&rest, "/jobs/overview");
+        match jobs["jobs"].as_array().map(Vec::as_slice) {
+            Some([one]) if one["state"] == "RUNNING" => {
+                job_id = one["jid"].as_str().unwrap().to_string();
+                true
+            }
+            _ => false,
+        }
+    });
+    // The keyed aggregate's three subtasks run on the three workers, and each one's
+    // records reach the coordinator.
+    let details = get_json(&rest, &format!("/jobs/{job_id}"));
+    let vertices = details["vertices"].as_array().unwrap();
+    assert_eq!(vertices.len(), 2, "{details}");
+    let aggregate = format!("/jobs/{job_id}/vertices/1");
+    wait_until("every subtask counts records", &cluster, || {
+        let v = get_json(&rest, &aggregate);
+        v["subtasks"].as_array().unwrap().iter().all(|t| {
+            t["metrics"]["read-records"].as_u64().unwrap() > 0
+                && t["metrics"]["write-records"].as_u64().unwrap() > 0
+        })
+    });
+    let v = get_json(&rest, &aggregate);
+    let mut hosts: Vec<String> = v["subtasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["host"].as_str().unwrap().to_string())
+        .collect();
+    hosts.sort();
+    let managers = get_json(&rest, "/taskmanagers");
+    let managers = managers["taskmanagers"].as_array().unwrap();
+    let mut paths: Vec<String> = managers
+        .iter()
+        .map(|m| m["path"].as_str().unwrap().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(hosts, paths, "{v}");
+    for m in managers {
+        assert_eq!(m["slotsNumber"], 1, "{m}");
+        assert_eq!(m["freeSlots"], 0, "{m}");
+        let heard = m["timeSinceLastHeartbeat"].as_u64().unwrap();
+        let now = v["now"].as_u64().unwrap();
+        assert!(now.abs_diff(heard) < 5_000, "{m} at {now}");
+    }
+    let overview = get_json(&rest, "/overview");
+    assert_eq!(overview["jobs-running"], 1, "{overview}");
+    assert_eq!(overview["slots-available"], 0, "{overview}");
+    // Flink's task metrics, per subtask, on the coordinator's Prometheus page.
+    let (status, metrics) = http(&rest, "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("weir_task_numRecordsIn_total{")
+            && metrics.contains("subtask_index=\"2\""),
+        "{metrics}"
+    );
+    wait_until("a checkpoint completes", &cluster, || {
+        let c = get_json(&rest, &format!("/jobs/{job_id}/checkpoints"));
+        c["counts"]["completed"].as_u64().unwrap() > 0
+    });
+
+    // Stop with a savepoint through the REST API.
+    let savepoints = tmp.path().join("savepoints");
+    let (status, body) = http(
+        &rest,
+        "POST",
+        &format!("/jobs/{job_id}/stop"),
+        Some(&format!(
+            "{{\"drain\": false, \"targetDirectory\": \"{}\"}}",
+            savepoints.display()
+        )),
+    );
+    assert_eq!(status, 202, "{body}");
+    let request: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let request = request["request-id"].as_str().unwrap().to_string();
+    let mut location = String::new();
+    wait_until("the savepoint completes", &cluster, || {
+        let op = get_json(&rest, &format!("/jobs/{job_id}/savepoints/{request}"));
+        if op["status"]["id"] != "COMPLETED" {
+            return false;
+        }
+        location = op["operation"]["location"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{op}"))
+            .to_string();
+        true
+    });
+    assert!(job.wait().unwrap().success(), "{}", stderr_of(&mut job));
+    assert!(
+        std::path::Path::new(&location).join("_metadata").exists(),
+        "{location}"
+    );
+    wait_until("the job is FINISHED", &cluster, || {
+        get_json(&rest, &format!("/jobs/{job_id}"))["state"] == "FINISHED"
+    });
+    assert!(committed_lines(&out).len() < 3000);
+
+    // Resumed from the savepoint, then cancelled: its parts on the workers end, and
+    // their slots are free again.
+    let mut resumed = args.clone();
+    resumed.extend(["--restore", &location]);
+    let mut job = cluster.submit(&resumed);
+    let mut second = String::new();
+    wait_until("the resumed job runs", &cluster, || {
+        let jobs = get_json(&rest, "/jobs/overview");
+        let running = jobs["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["state"] == "RUNNING" && j["jid"] != job_id.as_str())
+            .map(|j| j["jid"].as_str().unwrap().to_string());
+        running.map(|id| second = id).is_some()
+    });
+    let (status, body) = http(&rest, "PATCH", &format!("/jobs/{second}?mode=cancel"), None);
+    assert_eq!(status, 202, "{body}");
+    assert!(!job.wait().unwrap().success());
+    wait_until("the job is CANCELED and its slots free", &cluster, || {
+        let overview = get_json(&rest, "/overview");
+        get_json(&rest, &format!("/jobs/{second}"))["state"] == "CANCELED"
+            && overview["slots-available"] == 3
+            && overview["jobs-cancelled"] == 1
+            && overview["jobs-finished"] == 1
+    });
 }
 
 /// `weir shell --cluster host:port`, as Flink's SQL client on a session cluster: the

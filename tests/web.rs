@@ -3,56 +3,8 @@
 
 use crate::common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
-
-/// One HTTP/1.1 request; returns the status code and the body.
-fn http(addr: &str, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let body = body.unwrap_or("");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let status = text[9..12].parse().unwrap();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = &tail[n + 2..];
-    }
-    out
-}
-
-fn get_json(addr: &str, path: &str) -> Value {
-    let (status, body) = http(addr, "GET", path, None);
-    assert_eq!(status, 200, "GET {path}: {body}");
-    serde_json::from_str(&body).unwrap()
-}
 
 /// A streaming job with two vertices (a source chain and a keyed aggregate into a
 /// blackhole), its REST and Prometheus addresses, and its stderr lines so far.
@@ -193,7 +145,7 @@ fn rest_api_and_prometheus_report_and_stop_a_running_job() {
     // polled while it answers, and the savepoint is then looked for on disk.
     let mut location = None;
     wait_for("the savepoint", || {
-        if TcpStream::connect(&addr).is_err() {
+        if std::net::TcpStream::connect(&addr).is_err() {
             return true;
         }
         let s = get_json(&addr, &format!("/jobs/{id}/savepoints/{rid}"));

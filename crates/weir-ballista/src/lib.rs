@@ -21,6 +21,7 @@
 pub mod codec;
 pub mod process;
 pub mod task_scan;
+mod watch;
 
 use ballista_core::extension::{SessionConfigExt, SessionStateExt};
 use datafusion::execution::session_state::SessionStateBuilder;
@@ -64,10 +65,18 @@ pub fn scheduler_address(address: &str) -> Result<(String, u16)> {
 
 /// What makes a planner's session run its batch queries on the Ballista scheduler at
 /// `address` (`df://host:port`): Ballista's query planner with Weir's codec, over the
-/// planner's own configuration, catalog and functions.
-pub fn client_session(address: &str) -> Result<weir_sql::SessionUpgrade> {
+/// planner's own configuration, catalog and functions. A query fails once the cluster
+/// has had no executor for `slot_timeout` (`slot.request.timeout`, Flink's 5 min).
+pub fn client_session(
+    address: &str,
+    slot_timeout: std::time::Duration,
+) -> Result<weir_sql::SessionUpgrade> {
     let (host, port) = scheduler_address(address)?;
     let url = format!("http://{host}:{port}");
+    let probe = watch::Probe {
+        scheduler: format!("{host}:{port}"),
+        timeout: slot_timeout,
+    };
     Ok(Arc::new(move |state| {
         let mut config = state.config().clone();
         // Ballista's scheduler selects a join's sides again when it resolves a stage's
@@ -91,9 +100,16 @@ pub fn client_session(address: &str) -> Result<weir_sql::SessionUpgrade> {
         let state = SessionStateBuilder::new_from_existing(state)
             .with_config(config)
             .build();
-        state
+        let state = state
             .upgrade_for_ballista(url.clone())
-            .map_err(Error::DataFusion)
+            .map_err(Error::DataFusion)?;
+        let planner = watch::WatchedPlanner {
+            inner: state.query_planner().clone(),
+            probe: probe.clone(),
+        };
+        Ok(SessionStateBuilder::new_from_existing(state)
+            .with_query_planner(Arc::new(planner))
+            .build())
     }))
 }
 

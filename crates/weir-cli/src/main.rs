@@ -142,6 +142,11 @@ enum Command {
         /// high-availability.storageDir).
         #[arg(long, value_name = "DIR")]
         ha_dir: Option<String>,
+        /// Set a configuration key of the coordinator: its REST API and dashboard
+        /// (rest.port, 8081 by default; rest.bind-address) and Prometheus endpoint
+        /// (metrics.reporter.prom.port).
+        #[arg(short = 'D', value_name = "KEY=VALUE")]
+        define: Vec<String>,
     },
     /// Run a worker (Flink's task manager): it registers with a coordinator and runs the
     /// subtasks the coordinator places on it.
@@ -513,18 +518,32 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             heartbeat_timeout,
             slot_timeout,
             ha_dir,
+            define,
         } => {
             use weir::common::config::parse_duration;
+            // Flink's job manager serves its REST API on 8081 unless told otherwise.
+            let mut web = weir::common::Config::default();
+            web.set("rest.port", "8081")?;
+            for (k, v) in key_values(&define)? {
+                web.set(&k, &v)?;
+            }
             let c = weir_cluster::coordinator::Coordinator::start(
                 weir_cluster::coordinator::CoordinatorConfig {
                     listen,
                     heartbeat_timeout: parse_duration(&heartbeat_timeout)?,
                     slot_timeout: parse_duration(&slot_timeout)?,
                     ha_dir,
+                    web,
                 },
             )
             .await?;
             eprintln!("weir: coordinator listening on {}", c.address);
+            if let Some(addr) = c.rest {
+                eprintln!("weir: REST API and dashboard at http://{addr}/");
+            }
+            if let Some(addr) = c.prometheus {
+                eprintln!("weir: Prometheus metrics at http://{addr}/metrics");
+            }
             futures::future::pending::<()>().await;
             Ok(0)
         }
@@ -549,6 +568,17 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The `KEY=VALUE` pairs of `-D` options.
+fn key_values(define: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    define
+        .iter()
+        .map(|d| match d.split_once('=') {
+            Some((k, v)) => Ok((k.trim().to_string(), v.trim().to_string())),
+            None => bail!("-D expects KEY=VALUE, got '{d}'"),
+        })
+        .collect()
 }
 
 /// `weir run --cluster`: submits the job and waits for its end, with a progress line from
@@ -678,13 +708,7 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     let in_file = |e: weir::Error| anyhow::anyhow!("{last_file}: {e}");
     // Command-line settings win over the script's SET statements: they are applied before
     // the script and again after each statement.
-    let mut settings = Vec::new();
-    for d in &define {
-        let Some((k, v)) = d.split_once('=') else {
-            bail!("-D expects KEY=VALUE, got '{d}'")
-        };
-        settings.push((k.trim().to_string(), v.trim().to_string()));
-    }
+    let mut settings = key_values(&define)?;
     if let Some(m) = mode {
         let mode = match m {
             Mode::Streaming => "streaming",
@@ -720,7 +744,10 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     apply_overrides(engine.config_mut())?;
     if let Some(address) = &ballista {
         weir_ballista::check_scheduler(address).await?;
-        engine.set_batch_cluster(weir_ballista::client_session(address)?);
+        engine.set_batch_cluster(weir_ballista::client_session(
+            address,
+            engine.config().slot_request_timeout(),
+        )?);
     }
     let mut plans = Vec::new();
     let mut batch_queries = Vec::new();

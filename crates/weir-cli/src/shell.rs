@@ -580,7 +580,10 @@ pub async fn run(
     } else if let Some(address) = &cluster {
         ballista = Some(address.clone());
         weir_ballista::check_scheduler(address).await?;
-        engine.set_batch_cluster(weir_ballista::client_session(address)?);
+        engine.set_batch_cluster(weir_ballista::client_session(
+            address,
+            engine.config().slot_request_timeout(),
+        )?);
         engine.config_mut().set("execution.runtime-mode", "batch")?;
         eprintln!("[INFO] batch mode: queries run on the Ballista cluster at {address}");
     }

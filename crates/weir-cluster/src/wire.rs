@@ -9,6 +9,7 @@ use arrow_flight::FlightData;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use weir_common::{Error, Result};
+use weir_runtime::metrics::TaskSample;
 use weir_runtime::remote::{AttemptSpec, ChannelId, Control, TaskEvent, TaskRef};
 use weir_runtime::{Barrier, Message, StopMode, WatermarkStatus};
 
@@ -23,12 +24,13 @@ pub enum ToCoordinator {
         data_address: String,
     },
     Heartbeat,
-    /// Rows the tasks of a part counted so far (sent with each heartbeat, and before
-    /// `PartEnded`).
+    /// Rows the tasks of a part counted so far, and each of its tasks' metrics (sent
+    /// every second, and before `PartEnded`).
     Progress {
         attempt: uuid::Uuid,
         rows_in: u64,
         rows_out: u64,
+        tasks: Vec<(TaskRef, TaskSample)>,
     },
     /// An event of a task of attempt `attempt`.
     Event {

@@ -220,16 +220,48 @@ pub async fn run(config: WorkerConfig) -> Result<()> {
 /// How often a worker reports its parts' row counts (they also count as heartbeats).
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// The metrics of the parts a worker runs, by attempt.
-type Progress = Arc<Mutex<HashMap<uuid::Uuid, Arc<JobMetrics>>>>;
+/// The metrics of a part a worker runs, and the tasks it runs.
+struct PartMetrics {
+    metrics: Arc<JobMetrics>,
+    tasks: Vec<TaskRef>,
+}
 
-fn progress_of(attempt: uuid::Uuid, metrics: &JobMetrics) -> ToCoordinator {
-    ToCoordinator::Progress {
-        attempt,
-        rows_in: metrics.rows_in(),
-        rows_out: metrics.rows_out(),
+impl PartMetrics {
+    /// The part of `spec` that worker `me` runs.
+    fn of(spec: &AttemptSpec, me: usize) -> PartMetrics {
+        let tasks = spec
+            .placement
+            .iter()
+            .enumerate()
+            .flat_map(|(v, on)| {
+                on.iter()
+                    .enumerate()
+                    .filter(|(_, w)| **w == me)
+                    .map(move |(s, _)| (v, s))
+            })
+            .collect();
+        PartMetrics {
+            metrics: Arc::new(JobMetrics::default()),
+            tasks,
+        }
+    }
+
+    fn progress(&self, attempt: uuid::Uuid) -> ToCoordinator {
+        ToCoordinator::Progress {
+            attempt,
+            rows_in: self.metrics.rows_in(),
+            rows_out: self.metrics.rows_out(),
+            tasks: self
+                .tasks
+                .iter()
+                .filter_map(|&(v, s)| Some(((v, s), self.metrics.subtask(v, s)?.sample())))
+                .collect(),
+        }
     }
 }
+
+/// The metrics of the parts a worker runs, by attempt.
+type Progress = Arc<Mutex<HashMap<uuid::Uuid, Arc<PartMetrics>>>>;
 
 /// A running part of an attempt.
 struct RunningPart {
@@ -263,7 +295,7 @@ async fn session(
                     _ = report.tick() => {
                         let reports: Vec<_> = lock(&progress)
                             .iter()
-                            .map(|(attempt, metrics)| progress_of(*attempt, metrics))
+                            .map(|(attempt, part)| part.progress(*attempt))
                             .collect();
                         reports.into_iter().all(|r| out.send(r).is_ok())
                     }
@@ -293,7 +325,7 @@ async fn session(
                 ToWorker::Start { job, spec, me } => {
                     let attempt = spec.attempt;
                     let (controls, controls_rx) = mpsc::unbounded_channel();
-                    let metrics = Arc::new(JobMetrics::default());
+                    let metrics = Arc::new(PartMetrics::of(&spec, me));
                     lock(&progress).insert(attempt, metrics.clone());
                     let handle = tokio::spawn(run_attempt_part(
                         job,
@@ -344,7 +376,7 @@ async fn run_attempt_part(
     (inbox, peers): (Arc<Inbox>, Arc<Peers>),
     controls: mpsc::UnboundedReceiver<(TaskRef, Control)>,
     out: mpsc::UnboundedSender<ToCoordinator>,
-    metrics: Arc<JobMetrics>,
+    part: Arc<PartMetrics>,
 ) {
     let attempt = spec.attempt;
     let result = async {
@@ -384,7 +416,7 @@ async fn run_attempt_part(
         let link = WorkerLink {
             controls,
             events,
-            metrics: metrics.clone(),
+            metrics: part.metrics.clone(),
             checkpoint_requests,
         };
         let ran = weir_runtime::remote::run_part(graph, opts, spec, me, transport, link).await;
@@ -399,7 +431,7 @@ async fn run_attempt_part(
     if let Err(e) = &result {
         tracing::warn!("attempt {attempt}: this worker's part failed: {e}");
     }
-    let _ = out.send(progress_of(attempt, &metrics));
+    let _ = out.send(part.progress(attempt));
     let _ = out.send(ToCoordinator::PartEnded {
         attempt,
         error: result.err().map(|e| e.to_string()),

@@ -306,6 +306,13 @@ pub static KEYS: &[KeyInfo] = &[
         "State of updating aggregates, Top-N and regular joins untouched for this long (processing time) is dropped (0: kept forever)."
     ),
     key!(
+        "slot.request.timeout",
+        [],
+        "5 min",
+        Duration,
+        "A batch job on a Ballista cluster fails once the cluster has had no executor for this long (a job on a Weir coordinator waits this long for enough task slots: its --slot-timeout)."
+    ),
+    key!(
         "table.exec.source.idle-timeout",
         [],
         "0 ms",
@@ -660,6 +667,12 @@ impl Config {
     /// `rest.bind-address`.
     pub fn rest_bind_address(&self) -> String {
         self.raw_or_default("rest.bind-address").to_string()
+    }
+
+    /// `slot.request.timeout`.
+    pub fn slot_request_timeout(&self) -> Duration {
+        parse_duration(self.raw_or_default("slot.request.timeout"))
+            .unwrap_or(Duration::from_secs(300))
     }
 
     /// `table.exec.source.idle-timeout`, when set.

@@ -67,7 +67,7 @@ pub struct Engine {
     pub(crate) stores: std::collections::BTreeMap<String, crate::catalog_store::CatalogStore>,
     /// The REST API, dashboard and Prometheus endpoint, started with the first job when
     /// `rest.port` or `metrics.reporter.prom.port` is set.
-    web: tokio::sync::OnceCell<Option<weir_web::WebServer>>,
+    web: tokio::sync::OnceCell<Option<Arc<weir_web::WebServer>>>,
 }
 
 impl Default for Engine {
@@ -677,7 +677,13 @@ impl Engine {
         });
         let web = self
             .web
-            .get_or_try_init(|| weir_web::WebServer::start(&self.config))
+            .get_or_try_init(|| async {
+                Ok::<_, Error>(
+                    weir_web::WebServer::start(&self.config)
+                        .await?
+                        .map(Arc::new),
+                )
+            })
             .await?;
         let job = match cluster {
             Some(cluster) => weir_runtime::start_on_cluster(graph, opts, cluster).await?,
@@ -693,6 +699,14 @@ impl Engine {
             );
         }
         Ok(job)
+    }
+
+    /// Registers this session's jobs with `web` (a coordinator's server, which outlives
+    /// the session) instead of a server of its own; before its first job starts.
+    pub fn share_web_server(&self, web: Arc<weir_web::WebServer>) -> Result<()> {
+        self.web
+            .set(Some(web))
+            .map_err(|_| Error::internal("the session already has its web server"))
     }
 
     /// Where the REST API and dashboard listen, once a job started them (`rest.port`).

@@ -130,8 +130,8 @@ impl Default for TaskMetrics {
     }
 }
 
-/// A point-in-time copy of a [`TaskMetrics`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// A point-in-time copy of a [`TaskMetrics`] (what a worker reports of its tasks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskSample {
     pub records_in: u64,
     pub bytes_in: u64,
@@ -166,6 +166,37 @@ impl TaskMetrics {
             alignment_ms: load(&self.alignment_ms),
             finished: self.finished.load(Ordering::Relaxed),
         }
+    }
+
+    /// Adds what a copy of this task elsewhere (on a worker) did between two of its
+    /// samples: counters grow by the difference, so they keep counting across attempts
+    /// as a task's own do; watermarks, state size, alignment and `finished` take the
+    /// newer sample's values.
+    pub fn advance(&self, before: &TaskSample, now: &TaskSample) {
+        let add = |a: &AtomicU64, now: u64, before: u64| {
+            a.fetch_add(now.saturating_sub(before), Ordering::Relaxed);
+        };
+        add(&self.records_in, now.records_in, before.records_in);
+        add(&self.bytes_in, now.bytes_in, before.bytes_in);
+        add(&self.records_out, now.records_out, before.records_out);
+        add(&self.bytes_out, now.bytes_out, before.bytes_out);
+        add(
+            &self.active_ns,
+            now.busy_ns + now.backpressured_ns,
+            before.busy_ns + before.backpressured_ns,
+        );
+        add(
+            &self.backpressured_ns,
+            now.backpressured_ns,
+            before.backpressured_ns,
+        );
+        add(&self.idle_ns, now.idle_ns, before.idle_ns);
+        let wm = |a: &AtomicI64, w: Option<i64>| a.store(w.unwrap_or(i64::MIN), Ordering::Relaxed);
+        wm(&self.input_watermark, now.input_watermark);
+        wm(&self.output_watermark, now.output_watermark);
+        self.state_bytes.store(now.state_bytes, Ordering::Relaxed);
+        self.alignment_ms.store(now.alignment_ms, Ordering::Relaxed);
+        self.finished.store(now.finished, Ordering::Relaxed);
     }
 
     pub(crate) fn count_in(&self, batch: &arrow::array::RecordBatch) {
@@ -383,14 +414,18 @@ impl JobMetrics {
             .store(weir_common::now_ms(), Ordering::Relaxed);
     }
 
-    /// The metrics of subtask `s` of vertex `v` (fresh ones if the graph is unknown).
-    pub(crate) fn task(&self, v: usize, s: usize) -> Arc<TaskMetrics> {
+    /// The metrics of subtask `s` of vertex `v` of the registered graph.
+    pub fn subtask(&self, v: usize, s: usize) -> Option<Arc<TaskMetrics>> {
         self.graph
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(v)
             .and_then(|v| v.subtasks.get(s).cloned())
-            .unwrap_or_default()
+    }
+
+    /// The metrics of subtask `s` of vertex `v` (fresh ones if the graph is unknown).
+    pub(crate) fn task(&self, v: usize, s: usize) -> Arc<TaskMetrics> {
+        self.subtask(v, s).unwrap_or_default()
     }
 
     /// The job's vertices, in topological order, with their subtasks' metrics.

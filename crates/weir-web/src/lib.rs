@@ -127,10 +127,31 @@ impl Rates {
     }
 }
 
-/// The jobs of this process.
+/// A task manager (a worker, or this process), as `/taskmanagers` shows it.
+#[derive(Debug, Clone)]
+pub struct TaskManagerInfo {
+    pub id: String,
+    /// Where it is reached (a worker's data endpoint, `host:port`).
+    pub address: String,
+    pub slots: usize,
+    pub free_slots: usize,
+    /// When it was last heard from, ms since the epoch.
+    pub last_heartbeat_ms: u64,
+}
+
+/// The workers a coordinator runs its jobs on.
+pub trait Workers: Send + Sync {
+    fn task_managers(&self) -> Vec<TaskManagerInfo>;
+    /// Where each subtask of each vertex of a running job runs (worker addresses).
+    fn placement(&self, job_id: &str) -> Option<Vec<Vec<String>>>;
+}
+
+/// The jobs of this process (a coordinator: of its cluster).
 #[derive(Default)]
 pub struct Jobs {
     entries: RwLock<Vec<Arc<JobEntry>>>,
+    /// A coordinator's workers; without them, this process is the one task manager.
+    workers: std::sync::OnceLock<Arc<dyn Workers>>,
 }
 
 impl Jobs {
@@ -168,6 +189,50 @@ impl Jobs {
 
     pub fn get(&self, id: &str) -> Option<Arc<JobEntry>> {
         self.all().into_iter().find(|j| j.id == id)
+    }
+
+    /// Makes the jobs a coordinator's: `/taskmanagers` lists its workers and a
+    /// subtask's details name the worker it runs on.
+    pub fn set_workers(&self, workers: Arc<dyn Workers>) {
+        let _ = self.workers.set(workers);
+    }
+
+    /// The task managers: a coordinator's workers, or this process, whose slots are its
+    /// cores and which its running jobs share as Flink's slot sharing does (a job takes
+    /// as many slots as its largest parallelism).
+    pub fn task_managers(&self) -> Vec<TaskManagerInfo> {
+        if let Some(w) = self.workers.get() {
+            return w.task_managers();
+        }
+        let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let taken: usize = self
+            .all()
+            .iter()
+            .filter(|j| j.end_ms().is_none())
+            .map(|j| {
+                let vertices = j.metrics.vertices();
+                vertices.iter().map(|v| v.parallelism).max().unwrap_or(0)
+            })
+            .sum();
+        vec![TaskManagerInfo {
+            id: "local".into(),
+            address: "localhost".into(),
+            slots,
+            free_slots: slots.saturating_sub(taken),
+            last_heartbeat_ms: weir_common::now_ms(),
+        }]
+    }
+
+    /// On a coordinator, the workers the subtasks of vertex `v` of a job run on (none
+    /// once the job ended); `None` in a process that runs its jobs itself.
+    pub(crate) fn hosts(&self, job_id: &str, v: usize) -> Option<Vec<String>> {
+        let workers = self.workers.get()?;
+        Some(
+            workers
+                .placement(job_id)
+                .and_then(|p| p.get(v).cloned())
+                .unwrap_or_default(),
+        )
     }
 
     /// Samples every running job's counters and updates its rates and chart.

@@ -20,6 +20,8 @@ pub(crate) fn router(jobs: Arc<Jobs>) -> Router {
         .route("/app.js", get(|| asset("app.js")))
         .route("/style.css", get(|| asset("style.css")))
         .route("/config", get(config))
+        .route("/overview", get(overview))
+        .route("/taskmanagers", get(task_managers))
         .route("/metrics", get(crate::prometheus::metrics))
         .route("/jobs", get(jobs_list))
         .route("/jobs/overview", get(jobs_overview))
@@ -92,6 +94,44 @@ async fn config() -> Json<Value> {
         "weir-version": env!("CARGO_PKG_VERSION"),
         "features": { "web-submit": false, "web-cancel": true },
     }))
+}
+
+/// Flink's cluster overview: task managers, slots and jobs by state.
+async fn overview(State(jobs): State<Arc<Jobs>>) -> Json<Value> {
+    let managers = jobs.task_managers();
+    let all = jobs.all();
+    let count = |s: crate::JobStatus| all.iter().filter(|j| j.status() == s).count();
+    use crate::JobStatus as S;
+    Json(json!({
+        "taskmanagers": managers.len(),
+        "slots-total": managers.iter().map(|m| m.slots).sum::<usize>(),
+        "slots-available": managers.iter().map(|m| m.free_slots).sum::<usize>(),
+        "jobs-running": count(S::Running) + count(S::Restarting),
+        "jobs-finished": count(S::Finished),
+        "jobs-cancelled": count(S::Canceled),
+        "jobs-failed": count(S::Failed),
+        "weir-version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+/// Flink's task manager list (`timeSinceLastHeartbeat` is, as in Flink, the time of the
+/// last heartbeat in ms since the epoch).
+async fn task_managers(State(jobs): State<Arc<Jobs>>) -> Json<Value> {
+    let list: Vec<Value> = jobs
+        .task_managers()
+        .iter()
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "path": m.address,
+                "dataPort": m.address.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).unwrap_or(0),
+                "timeSinceLastHeartbeat": m.last_heartbeat_ms,
+                "slotsNumber": m.slots,
+                "freeSlots": m.free_slots,
+            })
+        })
+        .collect();
+    Json(json!({ "taskmanagers": list }))
 }
 
 async fn jobs_list(State(jobs): State<Arc<Jobs>>) -> Json<Value> {
@@ -400,6 +440,7 @@ async fn vertex(
     let job = find(&jobs, &id)?;
     let (v, vertex) = find_vertex(&job, &vid)?;
     let rates = job.rates();
+    let hosts = jobs.hosts(&job.id, v);
     let subtasks: Vec<Value> = vertex
         .subtasks
         .iter()
@@ -409,6 +450,10 @@ async fn vertex(
             let r = rates.task(v, s);
             json!({
                 "subtask": s,
+                "host": match &hosts {
+                    Some(on) => json!(on.get(s)),
+                    None => json!("localhost"),
+                },
                 "status": subtask_status(&job, &sample),
                 "attempt": job.metrics.restarts(),
                 "metrics": io_metrics(&[sample]),

@@ -23,9 +23,10 @@
 //!
 //! Jobs go to a cluster too: [`cluster::client::submit`] runs a script's job on a Weir
 //! coordinator (as `weir run --cluster host:port` does), and
-//! `engine.set_batch_cluster(weir::ballista::client_session("df://host:port")?)` runs an
-//! engine's batch queries on a Ballista cluster (as `weir run --mode batch --cluster
-//! df://host:port` does).
+//! `engine.set_batch_cluster(weir::ballista::client_session("df://host:port", timeout)?)`
+//! runs an engine's batch queries on a Ballista cluster (as `weir run --mode batch
+//! --cluster df://host:port` does), failing a query once the cluster has had no executor
+//! for `timeout` (`engine.config().slot_request_timeout()`).
 
 pub use arrow;
 pub use datafusion;

@@ -179,6 +179,9 @@ impl CoordinatorState {
         status: &tokio::sync::watch::Sender<JobStatus>,
     ) -> Result<JobStatus> {
         let (engine, graph) = job.compile().await?;
+        if let Some(web) = &self.web {
+            engine.share_web_server(web.clone())?;
+        }
         let needed = graph
             .vertices
             .iter()
@@ -210,7 +213,7 @@ impl CoordinatorState {
                 cluster: cluster.clone(),
             },
         );
-        // The session lives as long as the job (its REST server, if any).
+        // The session lives as long as the job.
         let metrics = handle.metrics.clone();
         let outcome = handle.wait().await;
         lock(&self.running).remove(&job_id.to_string());
@@ -263,7 +266,7 @@ pub(super) struct Running {
     controller: weir_runtime::JobController,
     metrics: Arc<weir_runtime::JobMetrics>,
     savepoint_dir: Option<String>,
-    cluster: Arc<ClusterJob>,
+    pub(super) cluster: Arc<ClusterJob>,
 }
 
 /// A running job, as `weir list --cluster` shows it.

@@ -28,12 +28,15 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Response, Status, Streaming};
 use weir_common::{Error, Result};
-use weir_runtime::remote::TaskEvent;
+use weir_runtime::metrics::TaskSample;
+use weir_runtime::remote::{TaskEvent, TaskRef};
 
 /// A registered worker.
 struct WorkerEntry {
     slots: usize,
     data_address: String,
+    /// When it last sent anything, ms since the epoch.
+    last_heard_ms: u64,
     to_worker: mpsc::UnboundedSender<ToWorker>,
     /// The parts of attempts it runs.
     parts: HashMap<uuid::Uuid, PartEntry>,
@@ -47,6 +50,8 @@ struct PartEntry {
     /// are cumulative; the job's grow by the difference).
     metrics: Arc<weir_runtime::JobMetrics>,
     reported: (u64, u64),
+    /// Each task's sample the part reported last.
+    reported_tasks: HashMap<TaskRef, TaskSample>,
     checkpoint_requests: Arc<tokio::sync::Notify>,
 }
 
@@ -61,6 +66,8 @@ pub struct CoordinatorState {
     /// Jobs running now, by job id.
     running: Mutex<HashMap<String, Running>>,
     records: JobRecords,
+    /// The REST API, dashboard and Prometheus endpoint, where every job registers.
+    web: Option<Arc<weir_web::WebServer>>,
 }
 
 /// How a coordinator runs.
@@ -76,11 +83,18 @@ pub struct CoordinatorConfig {
     /// Where it records the jobs it runs, to resume them after a restart
     /// (`high-availability.storageDir`; a folder or URL).
     pub ha_dir: Option<String>,
+    /// Its REST API and dashboard (`rest.port`, `rest.bind-address`) and Prometheus
+    /// endpoint (`metrics.reporter.prom.port`), which show every job it runs.
+    pub web: weir_common::Config,
 }
 
 /// A running coordinator.
 pub struct Coordinator {
     pub address: SocketAddr,
+    /// Where its REST API and dashboard listen.
+    pub rest: Option<SocketAddr>,
+    /// Where its Prometheus endpoint listens.
+    pub prometheus: Option<SocketAddr>,
     pub state: Arc<CoordinatorState>,
 }
 
@@ -91,6 +105,7 @@ impl Coordinator {
         let listener = tokio::net::TcpListener::bind(&config.listen)
             .await
             .map_err(|e| Error::config(format!("cannot listen on '{}': {e}", config.listen)))?;
+        let web = weir_web::WebServer::start(&config.web).await?.map(Arc::new);
         let state = Arc::new(CoordinatorState {
             workers: Mutex::new(BTreeMap::new()),
             next_worker: 1.into(),
@@ -99,10 +114,70 @@ impl Coordinator {
             jobs: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             records,
+            web: web.clone(),
         });
+        if let Some(web) = &web {
+            web.jobs
+                .set_workers(Arc::new(WebView(Arc::downgrade(&state))));
+        }
         let address = serve(Node::Coordinator(state.clone()), listener)?;
         state.resume_recorded().await?;
-        Ok(Coordinator { address, state })
+        Ok(Coordinator {
+            address,
+            rest: web.as_ref().and_then(|w| w.rest),
+            prometheus: web.as_ref().and_then(|w| w.prometheus),
+            state,
+        })
+    }
+}
+
+/// The coordinator's workers, as its REST API shows them.
+struct WebView(std::sync::Weak<CoordinatorState>);
+
+impl weir_web::Workers for WebView {
+    fn task_managers(&self) -> Vec<weir_web::TaskManagerInfo> {
+        let Some(state) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        // Slot sharing: a job takes, on each worker, as many slots as the most subtasks
+        // of one vertex placed there.
+        let mut taken: HashMap<String, usize> = HashMap::new();
+        for r in lock(&state.running).values() {
+            let mut on: HashMap<&str, usize> = HashMap::new();
+            let placed = lock(&r.cluster.placed).clone();
+            for (_, workers) in &placed {
+                let mut here: HashMap<&str, usize> = HashMap::new();
+                for w in workers {
+                    *here.entry(w).or_default() += 1;
+                }
+                for (w, n) in here {
+                    let most = on.entry(w).or_default();
+                    *most = (*most).max(n);
+                }
+            }
+            for (w, n) in on {
+                *taken.entry(w.to_string()).or_default() += n;
+            }
+        }
+        lock(&state.workers)
+            .iter()
+            .map(|(id, w)| weir_web::TaskManagerInfo {
+                id: format!("worker-{id}"),
+                address: w.data_address.clone(),
+                slots: w.slots,
+                free_slots: w
+                    .slots
+                    .saturating_sub(taken.get(&w.data_address).copied().unwrap_or(0)),
+                last_heartbeat_ms: w.last_heard_ms,
+            })
+            .collect()
+    }
+
+    fn placement(&self, job_id: &str) -> Option<Vec<Vec<String>>> {
+        let state = self.0.upgrade()?;
+        let running = lock(&state.running);
+        let placed = lock(&running.get(job_id)?.cluster.placed).clone();
+        Some(placed.into_iter().map(|(_, on)| on).collect())
     }
 }
 
@@ -155,6 +230,7 @@ impl CoordinatorState {
             WorkerEntry {
                 slots,
                 data_address: data_address.clone(),
+                last_heard_ms: weir_common::now_ms(),
                 to_worker,
                 parts: HashMap::new(),
             },
@@ -190,6 +266,7 @@ impl CoordinatorState {
         let Some(entry) = workers.get_mut(&worker) else {
             return;
         };
+        entry.last_heard_ms = weir_common::now_ms();
         match msg {
             ToCoordinator::Register { .. } | ToCoordinator::Heartbeat => {}
             ToCoordinator::RequestCheckpoint { attempt } => {
@@ -201,6 +278,7 @@ impl CoordinatorState {
                 attempt,
                 rows_in,
                 rows_out,
+                tasks,
             } => {
                 if let Some(part) = entry.parts.get_mut(&attempt) {
                     use std::sync::atomic::Ordering::Relaxed;
@@ -212,6 +290,13 @@ impl CoordinatorState {
                         .rows_out
                         .fetch_add(rows_out.saturating_sub(was_out), Relaxed);
                     part.reported = (rows_in.max(was_in), rows_out.max(was_out));
+                    for ((v, s), now) in tasks {
+                        if let Some(task) = part.metrics.subtask(v, s) {
+                            let before = part.reported_tasks.entry((v, s)).or_default();
+                            task.advance(before, &now);
+                            *before = now;
+                        }
+                    }
                 }
             }
             ToCoordinator::Event { attempt, event } => {

@@ -83,6 +83,7 @@ impl Cluster for ClusterJob {
                             ended: Some(ended_tx),
                             metrics,
                             reported: (0, 0),
+                            reported_tasks: Default::default(),
                             checkpoint_requests,
                         },
                     );

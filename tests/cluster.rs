@@ -568,11 +568,13 @@ fn a_hung_worker_is_lost_by_heartbeat_and_commits_nothing_stale() {
 
 /// `weir list --cluster` shows the running job and where its subtasks run; `weir stop
 /// --cluster` stops it with a savepoint (without drain); the job resumed on the cluster
-/// from the savepoint commits every window exactly once.
+/// from the savepoint commits every window exactly once, though its coordinator is
+/// SIGKILLed before it completes a checkpoint of its own (the new coordinator resumes it
+/// from the savepoint, not from scratch: its checkpoint folder is a new one).
 #[test]
 fn a_cluster_job_stops_with_a_savepoint_and_resumes_from_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let cluster = LocalCluster::start(3, tmp.path());
+    let mut cluster = LocalCluster::start(3, tmp.path());
     let (out, args) = windowed_job(tmp.path());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut job = cluster.submit(&args);
@@ -631,10 +633,33 @@ fn a_cluster_job_stops_with_a_savepoint_and_resumes_from_it() {
         "the job ended before it was stopped ({windows} rows)"
     );
 
-    let mut resumed = args.clone();
+    // Resumed into a new checkpoint folder, with checkpoints a minute apart: it completes
+    // none before the coordinator is killed.
+    let (chk, chk2) = (tmp.path().join("chk"), tmp.path().join("chk2"));
+    let mut resumed: Vec<&str> = args
+        .iter()
+        .map(|a| match *a {
+            "200 ms" => "60 s",
+            a if Path::new(a) == chk => chk2.to_str().unwrap(),
+            a => a,
+        })
+        .collect();
     resumed.extend(["--restore", &savepoint]);
-    let err = cluster.run_ok(&resumed);
+    let mut job = cluster.submit(&resumed);
+    let log = tmp.path().join("coordinator-1.log");
+    wait_until("the resumed job starts", &cluster, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let started = |l: &&str| l.contains(" job ") && l.ends_with(" started");
+        text.lines().filter(started).count() >= 2
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.restart_coordinator();
+    let status = job.wait().unwrap();
+    let err = stderr_of(&mut job);
+    assert!(status.success(), "{err}\n{}", cluster.all_logs());
     assert!(err.contains("restored from"), "{err}");
+    let again = std::fs::read_to_string(tmp.path().join("coordinator-2.log")).unwrap();
+    assert!(again.contains("resuming job"), "{again}");
     assert_windows_exactly_once(&out);
 }
 

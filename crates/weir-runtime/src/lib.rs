@@ -45,4 +45,5 @@ pub use metrics::JobMetrics;
 pub use operator::{
     Operator, OperatorFactory, Output, StreamItem, TaskInfo, committer_uid, writers_uid,
 };
+pub use restore::latest_of_job;
 pub use source::{Source, SourceFactory, SourcePoll, SplitId};

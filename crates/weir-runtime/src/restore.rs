@@ -96,10 +96,7 @@ pub(crate) async fn resolve_restore(
 
 /// The newest sound checkpoint that job `job_id` completed under `base` (a restart's
 /// starting point; other jobs' checkpoints in the folder are not its own).
-pub(crate) async fn latest_of_job(
-    base: &str,
-    job_id: weir_common::JobId,
-) -> Result<Option<String>> {
+pub async fn latest_of_job(base: &str, job_id: weir_common::JobId) -> Result<Option<String>> {
     let job = job_id.to_string();
     for candidate in RestoredCheckpoint::all_latest_first(base).await? {
         match candidate {

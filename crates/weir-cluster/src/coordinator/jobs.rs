@@ -80,7 +80,8 @@ impl CoordinatorState {
                     // the job's latest checkpoint.
                     job.restore = Some("latest".into());
                 }
-                self.clone().run_job(submission.id, job).await
+                let record = JobRecord { job, run: None };
+                self.clone().run_job(submission.id, record, false).await
             }
         };
         Ok(Response::new(follow(status)))
@@ -144,19 +145,21 @@ impl CoordinatorState {
         controller.stop_with_savepoint(request.drain, &dir).await
     }
 
-    /// Records and starts a job; its status is what submitters follow.
+    /// Records and starts a job (`resuming`: one an earlier coordinator recorded); its
+    /// status is what submitters follow.
     async fn run_job(
         self: Arc<Self>,
         id: uuid::Uuid,
-        job: JobDefinition,
+        record: JobRecord,
+        resuming: bool,
     ) -> tokio::sync::watch::Receiver<JobStatus> {
         let (tx, rx) = tokio::sync::watch::channel(JobStatus::Starting);
         lock(&self.jobs).insert(id, rx.clone());
-        if let Err(e) = self.records.save(id, &job).await {
+        if let Err(e) = self.records.save(id, &record).await {
             tracing::warn!("cannot record job {id}: {e}");
         }
         tokio::spawn(async move {
-            let ended = self.run_to_end(job, &tx).await;
+            let ended = self.run_to_end(id, record, resuming, &tx).await;
             if let Err(e) = &ended {
                 tracing::warn!("job {id} failed: {e}");
             }
@@ -175,10 +178,16 @@ impl CoordinatorState {
 
     async fn run_to_end(
         self: &Arc<Self>,
-        job: JobDefinition,
+        id: uuid::Uuid,
+        record: JobRecord,
+        resuming: bool,
         status: &tokio::sync::watch::Sender<JobStatus>,
     ) -> Result<JobStatus> {
+        let JobRecord { mut job, run } = record;
         let (engine, graph) = job.compile().await?;
+        if resuming {
+            job.restore = resume_point(&engine, &job, run).await?;
+        }
         if let Some(web) = &self.web {
             engine.share_web_server(web.clone())?;
         }
@@ -193,11 +202,22 @@ impl CoordinatorState {
             "latest" => weir_runtime::RestoreFrom::Latest,
             path => weir_runtime::RestoreFrom::Path(path.to_string()),
         });
-        let cluster = Arc::new(ClusterJob::new(self.clone(), job));
+        let cluster = Arc::new(ClusterJob::new(self.clone(), job.clone()));
         let handle = engine
             .start_on(graph, restore, Some(cluster.clone()))
             .await?;
         tracing::info!("job {} started", handle.job_id);
+        // A coordinator that resumes the job goes on from this run.
+        let started = JobRecord {
+            job: JobDefinition {
+                restore: handle.restored_from.clone(),
+                ..job
+            },
+            run: Some(handle.job_id),
+        };
+        if let Err(e) = self.records.save(id, &started).await {
+            tracing::warn!("cannot record job {id}: {e}");
+        }
         let _ = status.send(JobStatus::Running(JobUpdate::Started {
             job_id: handle.job_id.to_string(),
             restored_from: handle.restored_from.clone(),
@@ -252,13 +272,42 @@ impl CoordinatorState {
     /// Resumes the jobs a previous coordinator recorded and did not see end, from their
     /// latest checkpoints.
     pub(super) async fn resume_recorded(self: &Arc<Self>) -> Result<()> {
-        for (id, mut job) in self.records.load().await? {
+        for (id, record) in self.records.load().await? {
             tracing::info!("resuming job {id}, recorded by an earlier coordinator");
-            job.restore = Some("latest".into());
-            self.clone().run_job(id, job).await;
+            self.clone().run_job(id, record, true).await;
         }
         Ok(())
     }
+}
+
+/// Where a resumed job goes on from: the newest checkpoint of the run an earlier
+/// coordinator recorded, else where that run started (a savepoint it was started from
+/// is not skipped, nor its folder's other jobs' checkpoints taken instead). A job
+/// recorded before its run started goes on from where it was to start, or else from the
+/// newest checkpoint in its folder.
+async fn resume_point(
+    engine: &weir_engine::Engine,
+    job: &JobDefinition,
+    run: Option<weir_common::JobId>,
+) -> Result<Option<String>> {
+    if let (Some(run), Some(dir)) = (run, engine.config().checkpoint_dir()) {
+        if let Some(latest) = weir_runtime::latest_of_job(&dir, run).await? {
+            return Ok(Some(latest));
+        }
+        return Ok(job.restore.clone());
+    }
+    Ok(job.restore.clone().or_else(|| Some("latest".into())))
+}
+
+/// A job as its coordinator records it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct JobRecord {
+    /// The job; once it runs, its `restore` is where the run started (a checkpoint or
+    /// savepoint, or none).
+    job: JobDefinition,
+    /// The job id of its current run, once started.
+    #[serde(default)]
+    run: Option<weir_common::JobId>,
 }
 
 /// A running job, as the coordinator controls it.
@@ -381,7 +430,7 @@ impl JobRecords {
             .map(|(_, root)| root.clone().join("jobs").join(format!("{id}.json")))
     }
 
-    async fn save(&self, id: uuid::Uuid, job: &JobDefinition) -> Result<()> {
+    async fn save(&self, id: uuid::Uuid, job: &JobRecord) -> Result<()> {
         let (Some((store, _)), Some(path)) = (&self.0, self.path(id)) else {
             return Ok(());
         };
@@ -398,7 +447,7 @@ impl JobRecords {
         }
     }
 
-    async fn load(&self) -> Result<Vec<(uuid::Uuid, JobDefinition)>> {
+    async fn load(&self) -> Result<Vec<(uuid::Uuid, JobRecord)>> {
         let Some((store, root)) = &self.0 else {
             return Ok(Vec::new());
         };

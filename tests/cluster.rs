@@ -891,3 +891,49 @@ fn the_shell_submits_streaming_inserts_to_the_cluster() {
     );
     assert_windows_exactly_once(&out);
 }
+
+/// In an interactive shell on the cluster, a plain `STOP JOB` cancels the job there: its
+/// tasks end on the workers and their slots are free again.
+#[test]
+fn the_shell_cancels_a_job_on_the_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(3, tmp.path());
+    let rest = rest_address(tmp.path());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_weir"));
+    cmd.args(["shell", "--cluster", &cluster.address])
+        .env("WEIR_HISTORY", tmp.path().join("history"))
+        .env("WEIR_RUNTIME_DIR", tmp.path().join("run"))
+        .env("TERM", "dumb");
+    let mut s = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    s.exp_string("Ctrl-D quits").unwrap();
+    for statement in [
+        "SET 'parallelism.default' = '3';".to_string(),
+        format!(
+            "SET 'execution.checkpointing.dir' = '{}';",
+            tmp.path().join("chk").display()
+        ),
+        "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '100');"
+            .to_string(),
+        "CREATE TABLE sink (id BIGINT) WITH ('connector' = 'blackhole');".to_string(),
+    ] {
+        s.send_line(&statement).unwrap();
+        s.exp_string("[INFO]").unwrap();
+    }
+    s.send_line("INSERT INTO sink SELECT id FROM src;").unwrap();
+    let (_, id) = s.exp_regex("[0-9a-f]{32}").unwrap();
+    wait_until("the job runs on every worker", &cluster, || {
+        let overview = get_json(&rest, "/overview");
+        overview["jobs-running"] == 1 && overview["slots-available"] == 0
+    });
+    s.send_line(&format!("STOP JOB '{id}';")).unwrap();
+    s.exp_string("cancelled").unwrap();
+    wait_until("the job is CANCELED and its slots free", &cluster, || {
+        let overview = get_json(&rest, "/overview");
+        get_json(&rest, &format!("/jobs/{id}"))["state"] == "CANCELED"
+            && overview["slots-available"] == 3
+    });
+    let log = std::fs::read_to_string(tmp.path().join("coordinator-1.log")).unwrap();
+    assert!(log.contains(&format!("cancelling job {id}")), "{log}");
+    s.send_control('d').unwrap();
+    s.exp_eof().unwrap();
+}

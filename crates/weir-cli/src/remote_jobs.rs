@@ -99,6 +99,12 @@ impl Coordinator {
         };
         Ok(weir_cluster::client::stop(&self.address, &request).await?)
     }
+
+    /// Cancels job `id`.
+    pub async fn cancel(&self, id: &str) -> anyhow::Result<()> {
+        weir_cluster::client::cancel(&self.address, id).await?;
+        Ok(())
+    }
 }
 
 /// The text of each statement of `sql` that starts at `starts` (in order): from its start

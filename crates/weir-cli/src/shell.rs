@@ -449,9 +449,13 @@ impl Shell {
         if job.remote.is_some() {
             let coordinator = self.coordinator.as_ref().expect("a coordinator");
             let Some(dir) = savepoint_dir else {
-                anyhow::bail!(
-                    "a job on the cluster stops with a savepoint: STOP JOB '{id}' WITH SAVEPOINT"
-                );
+                coordinator.cancel(&job.id).await?;
+                if let Some(following) = job.remote.take() {
+                    let _ = following.await;
+                }
+                job.status = "CANCELED".into();
+                out!("[INFO] job {} cancelled", job.id);
+                return Ok(());
             };
             let path = coordinator.stop(&job.id, drain, Some(dir)).await?;
             if let Some(following) = job.remote.take() {

@@ -142,3 +142,10 @@ pub async fn stop(address: &str, request: &StopRequest) -> Result<String> {
     let savepoint = one_action(address, "stop", body).await?;
     Ok(String::from_utf8_lossy(&savepoint).to_string())
 }
+
+/// Cancels a job on the coordinator at `address` (its id, or a unique prefix of it): its
+/// tasks end on the workers, nothing more is committed. Returns the job's id.
+pub async fn cancel(address: &str, job: &str) -> Result<String> {
+    let id = one_action(address, "cancel", job.as_bytes().to_vec()).await?;
+    Ok(String::from_utf8_lossy(&id).to_string())
+}

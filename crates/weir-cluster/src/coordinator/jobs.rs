@@ -53,13 +53,24 @@ impl CoordinatorState {
                     );
                 return Ok(Response::new(one.boxed()));
             }
-            "stop" => {
-                let request: StopRequest = serde_json::from_slice(&action.body)
-                    .map_err(|e| Status::invalid_argument(format!("unreadable request: {e}")))?;
-                let savepoint = self.stop(request).await.map_err(status)?;
+            "stop" | "cancel" => {
+                let answer = if action.r#type == "stop" {
+                    let request: StopRequest =
+                        serde_json::from_slice(&action.body).map_err(|e| {
+                            Status::invalid_argument(format!("unreadable request: {e}"))
+                        })?;
+                    self.stop(request).await.map_err(status)?
+                } else {
+                    let (id, r) = self
+                        .find_running(&String::from_utf8_lossy(&action.body))
+                        .map_err(status)?;
+                    tracing::info!("cancelling job {id}");
+                    r.controller.cancel();
+                    id
+                };
                 let one = futures::stream::once(async move {
                     Ok(arrow_flight::Result {
-                        body: savepoint.into_bytes().into(),
+                        body: answer.into_bytes().into(),
                     })
                 });
                 return Ok(Response::new(one.boxed()));
@@ -110,31 +121,30 @@ impl CoordinatorState {
         jobs
     }
 
+    /// The running job that `job` (its id, or a unique prefix of it) names: its id, and
+    /// how to control it.
+    fn find_running(&self, job: &str) -> Result<(String, Running)> {
+        let running = lock(&self.running);
+        let matching: Vec<_> = running
+            .iter()
+            .filter(|(id, _)| id.starts_with(job))
+            .collect();
+        match matching[..] {
+            [(id, r)] => Ok((id.clone(), r.clone())),
+            [] => Err(Error::config(format!(
+                "no running job '{job}' on this coordinator"
+            ))),
+            _ => Err(Error::config(format!(
+                "'{job}' names {} running jobs; give more of the id",
+                matching.len()
+            ))),
+        }
+    }
+
     /// Stops a running job (its id, or a unique prefix of it) with a savepoint.
     async fn stop(&self, request: StopRequest) -> Result<String> {
-        let (id, controller, default_dir) = {
-            let running = lock(&self.running);
-            let matching: Vec<_> = running
-                .iter()
-                .filter(|(id, _)| id.starts_with(&request.job))
-                .collect();
-            match matching[..] {
-                [(id, r)] => (id.clone(), r.controller.clone(), r.savepoint_dir.clone()),
-                [] => {
-                    return Err(Error::config(format!(
-                        "no running job '{}' on this coordinator",
-                        request.job
-                    )));
-                }
-                _ => {
-                    return Err(Error::config(format!(
-                        "'{}' names {} running jobs; give more of the id",
-                        request.job,
-                        matching.len()
-                    )));
-                }
-            }
-        };
+        let (id, running) = self.find_running(&request.job)?;
+        let (controller, default_dir) = (running.controller, running.savepoint_dir);
         let dir = request.savepoint_dir.or(default_dir).ok_or_else(|| {
             Error::config(
                 "no savepoint folder: pass --savepoint-dir or set \
@@ -311,6 +321,7 @@ pub(super) struct JobRecord {
 }
 
 /// A running job, as the coordinator controls it.
+#[derive(Clone)]
 pub(super) struct Running {
     controller: weir_runtime::JobController,
     metrics: Arc<weir_runtime::JobMetrics>,

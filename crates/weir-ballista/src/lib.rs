@@ -95,7 +95,9 @@ pub fn client_session(
             .with_ballista_job_name("weir batch job")
             // Ballista 55's adaptive planner (on by default) is not used: with it, a
             // UNION ALL's inputs were read more than once (5,700 rows counted from
-            // 1,500 + 1,200; `tests/ballista.rs` runs such a query).
+            // 1,500 + 1,200; `tests/ballista.rs` runs such a query), and since the scans
+            // are cut per task (`task_scan`), executors reject its tasks ("task could
+            // not be prepared").
             .with_ballista_adaptive_query_planner(false);
         let state = SessionStateBuilder::new_from_existing(state)
             .with_config(config)

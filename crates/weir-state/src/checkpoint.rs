@@ -92,13 +92,19 @@ impl DiskPayload {
     /// incremental checkpoint wrote them): an incremental checkpoint refers to it by name,
     /// and reading it is an error.
     pub fn shared_only(&self) -> Self {
-        let name = self.name.clone();
+        Self::in_shared_folder(self.name.clone(), self.size)
+    }
+
+    /// A payload of `size` bytes that is only in the job's shared folder, as object
+    /// `name` (see [`DiskPayload::shared_only`]).
+    pub fn in_shared_folder(name: String, size: u64) -> Self {
+        let shown = name.clone();
         Self {
-            name: self.name.clone(),
-            size: self.size,
+            name,
+            size,
             read: std::sync::Arc::new(move || {
                 Err(weir_common::Error::Checkpoint(format!(
-                    "state payload '{name}' is only in the shared folder of an earlier \
+                    "state payload '{shown}' is only in the shared folder of an earlier \
                      checkpoint, which this checkpoint cannot refer to"
                 )))
             }),

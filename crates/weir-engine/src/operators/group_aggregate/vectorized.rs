@@ -18,8 +18,9 @@
 //! the groups held.
 
 use super::GroupAggregateFactory;
+use super::delta::DeltaSnapshots;
 use crate::operators::aggregate::{
-    AggregateInputs, groups_accumulator, keyed_columns_snapshot, state_field,
+    AggregateInputs, groups_accumulator, keyed_columns_batch, state_field,
 };
 use crate::operators::keys;
 use crate::operators::state::{Ttl, now_ms, restored_batches};
@@ -70,7 +71,7 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
         emitted: value_types.iter().map(new_column).collect(),
         value_types,
         ttl: Ttl::new(f.state_ttl),
-        max_parallelism: task.max_parallelism,
+        delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
         ids: Vec::new(),
         slot: Vec::new(),
     }))
@@ -95,7 +96,8 @@ struct VectorizedGroupAggregate {
     /// Per aggregate, the value last emitted per group (of the output's type).
     emitted: Vec<Box<dyn GroupColumn>>,
     ttl: Option<Ttl>,
-    max_parallelism: usize,
+    /// What earlier snapshots wrote, and the groups changed since.
+    delta: DeltaSnapshots,
     /// Scratch: the group id of each row of the batch.
     ids: Vec<usize>,
     /// Scratch: per group, its position among the batch's touched groups (`u32::MAX`
@@ -203,7 +205,28 @@ impl VectorizedGroupAggregate {
         for column in self.states.iter_mut().flatten().chain(&mut self.emitted) {
             *column = column_of(&column.gather(&keep)?)?;
         }
+        self.delta.start_over();
         Ok(())
+    }
+
+    /// The state rows of groups `ids` (whose keys are in `keys`, in id order): key
+    /// columns, `__rows`, then each aggregate's state fields.
+    fn rows_of(&self, keys: &[ArrayRef], ids: &[u32]) -> Result<RecordBatch> {
+        let take = UInt32Array::from(ids.to_vec());
+        let key_columns = keys
+            .iter()
+            .map(|k| arrow::compute::take(k, &take, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        let counts: Vec<i64> = ids.iter().map(|g| self.rows[*g as usize]).collect();
+        let mut columns = vec![(
+            Field::new("__rows", DataType::Int64, false),
+            Arc::new(arrow::array::Int64Array::from(counts)) as ArrayRef,
+        )];
+        for column in self.states.iter().flatten() {
+            let values = column.gather(ids)?;
+            columns.push((state_field(columns.len() - 1, values.data_type()), values));
+        }
+        keyed_columns_batch(&self.input_schema, &self.keys, key_columns, columns)
     }
 }
 
@@ -272,6 +295,7 @@ impl Operator for VectorizedGroupAggregate {
         self.groups.intern(&key_columns, &mut self.ids)?;
         self.grow(self.groups.len());
         let touched = self.touch(now);
+        self.delta.changed(&touched.ids);
         let t = touched.ids.len();
         let existing_ids: Vec<u32> = touched.existing.iter().map(|l| touched.ids[*l]).collect();
         let inputs = AggregateInputs::evaluate(&self.aggregates, &data)?;
@@ -364,28 +388,30 @@ impl Operator for VectorizedGroupAggregate {
                 .chain(&self.emitted)
                 .map(|c| c.size())
                 .sum::<usize>()
+            + self.delta.size()
     }
 
-    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
         if self.rows.is_empty() {
+            self.delta.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let key_columns = self.all_keys()?;
-        let all: Vec<u32> = (0..self.rows.len() as u32).collect();
-        let mut columns = vec![(
-            Field::new("__rows", DataType::Int64, false),
-            Arc::new(arrow::array::Int64Array::from(self.rows.clone())) as ArrayRef,
-        )];
-        for column in self.states.iter().flatten() {
-            let values = column.gather(&all)?;
-            columns.push((state_field(columns.len() - 1, values.data_type()), values));
-        }
-        keyed_columns_snapshot(
-            &self.input_schema,
-            &self.keys,
-            key_columns,
-            columns,
-            self.max_parallelism,
-        )
+        let keys = if self.delta.writes() {
+            self.all_keys()?
+        } else {
+            Vec::new()
+        };
+        // The delta bookkeeping is taken out while it reads this aggregate's groups.
+        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
+        let state = delta.snapshot(checkpoint, self.rows.len(), &keys, self.keys.len(), |ids| {
+            self.rows_of(&keys, ids)
+        });
+        self.delta = delta;
+        state
+    }
+
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        self.delta.completed(checkpoint);
+        Ok(())
     }
 }

@@ -31,6 +31,19 @@ fn wait_for_port(port: u16, what: &str) {
     }
 }
 
+/// Files under `dir`, in all its subfolders.
+fn files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.path().is_dir() {
+                true => files_under(&e.path()),
+                false => 1,
+            })
+            .sum()
+    })
+}
+
 impl Ballista {
     /// A scheduler that loses a silent executor after `executor_timeout`, and `executors`
     /// executors of `slots` slots each.
@@ -93,18 +106,7 @@ impl Ballista {
 
     /// How many shuffle files executor `n` wrote.
     fn shuffle_files(&self, n: usize) -> usize {
-        fn count(dir: &Path) -> usize {
-            std::fs::read_dir(dir).map_or(0, |entries| {
-                entries
-                    .flatten()
-                    .map(|e| match e.path().is_dir() {
-                        true => count(&e.path()),
-                        false => 1,
-                    })
-                    .sum()
-            })
-        }
-        count(&self.work_dir(n))
+        files_under(&self.work_dir(n))
     }
 
     /// The processes' logs, for a failure message.
@@ -515,4 +517,111 @@ fn shell_and_library_run_batch_queries_on_ballista() {
         "the library's query ran elsewhere"
     );
     check_counts(&out, 100_000, 10);
+}
+
+/// `plus_ten(x)`: a function of the test's own.
+fn plus_ten() -> weir::datafusion::logical_expr::ScalarUDF {
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::{DataType, Int64Type};
+    use weir::datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    create_udf(
+        "plus_ten",
+        vec![DataType::Int64],
+        DataType::Int64,
+        Volatility::Immutable,
+        std::sync::Arc::new(|args: &[ColumnarValue]| {
+            let a = args[0].clone().into_array(1)?;
+            let out: Int64Array = a
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|v| v.map(|v| v + 10))
+                .collect();
+            Ok(ColumnarValue::Array(std::sync::Arc::new(out)))
+        }),
+    )
+}
+
+/// Runs `INSERT INTO out SELECT plus_ten(id) …` through the library on the Ballista
+/// scheduler at `url`.
+async fn run_plus_ten(url: &str, out: &Path) -> weir::common::Result<()> {
+    let mut engine = weir::Engine::default();
+    engine.register_udf(plus_ten());
+    let timeout = engine.config().slot_request_timeout();
+    engine.set_batch_cluster(weir::ballista::client_session(url, timeout)?);
+    engine.config_mut().set("execution.runtime-mode", "batch")?;
+    engine.config_mut().set("parallelism.default", "2")?;
+    let script = format!(
+        "CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen',
+           'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '1000');
+         CREATE TABLE out (v BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}',
+           'format' = 'csv');
+         INSERT INTO out SELECT plus_ten(id) FROM src;",
+        out.display()
+    );
+    for stmt in engine.parse(&script)? {
+        if let weir::Outcome::Batch(batch) = engine.execute(&stmt).await? {
+            for query in &batch {
+                engine.run_batch(query).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A function the program registers (`Engine::register_udf`) runs on a Ballista cluster
+/// whose scheduler and executor the program runs itself with the same function
+/// (`weir::ballista::register_udf`): here in the test's own process, serving on their
+/// own ports. Stock `weir ballista-*` processes name the function as unknown, and the
+/// query commits nothing.
+#[test]
+fn a_programs_own_functions_run_on_the_ballista_cluster_it_runs() {
+    use weir::ballista::process::{ExecutorOptions, SchedulerOptions, run_executor, run_scheduler};
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    weir::ballista::register_udf(plus_ten());
+    let (scheduler, flight, tasks) = (free_port(), free_port(), free_port());
+    runtime.spawn(run_scheduler(SchedulerOptions {
+        listen: format!("127.0.0.1:{scheduler}").parse().unwrap(),
+        external_host: None,
+        executor_timeout_secs: 180,
+        expire_interval_secs: 15,
+    }));
+    wait_for_port(scheduler, "the program's scheduler");
+    runtime.spawn(run_executor(ExecutorOptions {
+        scheduler: ("127.0.0.1".into(), scheduler),
+        bind_host: "127.0.0.1".into(),
+        external_host: None,
+        flight_port: flight,
+        grpc_port: tasks,
+        slots: 1,
+        work_dir: Some(tmp.path().join("work").to_str().unwrap().to_string()),
+        heartbeat_interval_secs: 10,
+    }));
+    wait_for_port(tasks, "the program's executor");
+    let out = tmp.path().join("own");
+    let url = format!("df://127.0.0.1:{scheduler}");
+    runtime.block_on(run_plus_ten(&url, &out)).unwrap();
+    assert_eq!(committed_numbers(&out), (11..=1010).collect::<Vec<i64>>());
+    assert!(
+        files_under(&tmp.path().join("work")) > 0,
+        "the query ran elsewhere than on the program's executor"
+    );
+
+    std::fs::create_dir_all(tmp.path().join("stock")).unwrap();
+    let stock = Ballista::start(1, 1, &tmp.path().join("stock"), "180 s");
+    let out = tmp.path().join("stock-out");
+    let failed = runtime
+        .block_on(run_plus_ten(&stock.url(), &out))
+        .unwrap_err();
+    assert!(
+        failed
+            .to_string()
+            .contains("'plus_ten' is not known to this Ballista process"),
+        "{failed}"
+    );
+    assert!(committed_lines(&out).is_empty());
 }

@@ -92,10 +92,36 @@ struct Functions {
     window: HashMap<String, Arc<WindowUDF>>,
 }
 
+/// Functions the program registered for this process's Ballista scheduler and executor
+/// ([`crate::register_udf`]).
+static REGISTERED: LazyLock<std::sync::RwLock<HashMap<String, Arc<ScalarUDF>>>> =
+    LazyLock::new(Default::default);
+
+/// Makes `udf` known to this process's Ballista processes (see [`crate::register_udf`]).
+pub(crate) fn register(udf: ScalarUDF) {
+    REGISTERED
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(udf.name().to_string(), Arc::new(udf));
+}
+
+/// Weir's scalar functions and those the program registered.
+fn scalar_functions() -> HashMap<String, Arc<ScalarUDF>> {
+    let mut all = FUNCTIONS.scalar.clone();
+    all.extend(
+        REGISTERED
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, f)| (name.clone(), f.clone())),
+    );
+    all
+}
+
 /// The registry of Weir's functions, for Ballista's executors.
 pub fn function_registry() -> ballista_core::registry::BallistaFunctionRegistry {
     let mut registry = ballista_core::registry::BallistaFunctionRegistry::default();
-    registry.scalar_functions.extend(FUNCTIONS.scalar.clone());
+    registry.scalar_functions.extend(scalar_functions());
     registry
         .aggregate_functions
         .extend(FUNCTIONS.aggregate.clone());
@@ -116,17 +142,20 @@ pub fn session_state(
         .with_optimizer_rules(rules)
         .with_physical_optimizer_rule(Arc::new(crate::task_scan::ScanPerTask))
         .build();
-    for f in FUNCTIONS.scalar.values() {
-        datafusion::execution::FunctionRegistry::register_udf(&mut state, f.clone())?;
+    for f in scalar_functions().into_values() {
+        datafusion::execution::FunctionRegistry::register_udf(&mut state, f)?;
     }
     Ok(state)
 }
 
 fn scalar_udf(name: &str) -> DfResult<Arc<ScalarUDF>> {
-    FUNCTIONS.scalar.get(name).cloned().ok_or_else(|| {
+    scalar_functions().remove(name).ok_or_else(|| {
         DataFusionError::Plan(format!(
-            "function '{name}' is not known to this Ballista process (functions registered \
-             through the library run in one process only)"
+            "function '{name}' is not known to this Ballista process: a function registered \
+             through the library (Engine::register_udf) runs on a cluster whose scheduler \
+             and executors the program runs itself, with the function registered there \
+             too (weir::ballista::register_udf, then process::run_scheduler and \
+             process::run_executor)"
         ))
     })
 }

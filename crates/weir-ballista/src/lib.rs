@@ -28,6 +28,16 @@ use datafusion::execution::session_state::SessionStateBuilder;
 use std::sync::Arc;
 use weir_common::{Error, Result};
 
+/// Makes function `udf` known to the Ballista scheduler and executor this process runs
+/// ([`process::run_scheduler`], [`process::run_executor`]). Functions a program registers
+/// with `Engine::register_udf` are Rust code, which cannot travel to a stock `weir
+/// ballista-*` process: a program that calls them on a cluster runs its scheduler and
+/// executors from its own binary, with the same functions registered here first (as a
+/// Flink job's functions travel in its jar).
+pub fn register_udf(udf: datafusion::logical_expr::ScalarUDF) {
+    codec::register(udf);
+}
+
 /// How a Ballista cluster's address starts (`df://host:port`), as Ballista's own client
 /// writes it.
 pub const SCHEME: &str = "df://";

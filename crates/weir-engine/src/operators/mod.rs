@@ -6,6 +6,7 @@
 mod aggregate;
 mod calc;
 mod changelog_normalize;
+mod delta;
 mod final_top_n;
 mod group_aggregate;
 mod join;

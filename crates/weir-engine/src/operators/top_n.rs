@@ -12,16 +12,19 @@
 //! each batch, every partition it changed emits the difference as a changelog: with the
 //! row number in the output, the rows whose rank changed (`-U` old, `+U` new, `+I`/`-D`
 //! when the list grows or shrinks); without it, only rows that entered or left the top.
-//! State is keyed and snapshotted per key group as rows of the input schema.
+//! State is keyed and snapshotted per key group as rows of the input schema, a snapshot
+//! writing only the partitions changed since the previous one (`operators::delta`): a
+//! restore takes each partition's rows from the last part that holds it.
 
+use super::delta::DeltaSnapshots;
 use super::keys;
-use super::state::{Ttl, keyed_state, now_ms, restored_batches};
+use super::state::{Ttl, now_ms, restored_batches};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter, Rows, SortField};
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Error, Result};
@@ -119,7 +122,8 @@ impl OperatorFactory for TopNFactory {
             tops: HashMap::new(),
             ttl: Ttl::new(self.state_ttl),
             next_id: 0,
-            max_parallelism: task.max_parallelism,
+            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+            changed: HashSet::new(),
         }))
     }
 }
@@ -154,7 +158,9 @@ struct TopN {
     tops: HashMap<OwnedRow, (Vec<Entry>, u64)>,
     ttl: Option<Ttl>,
     next_id: u64,
-    max_parallelism: usize,
+    /// What earlier snapshots wrote, and the partitions whose stored rows changed since.
+    delta: DeltaSnapshots<OwnedRow>,
+    changed: HashSet<OwnedRow>,
 }
 
 /// Output rows being collected: the input row, its rank (1-based) and kind.
@@ -175,6 +181,12 @@ impl Changes {
 }
 
 impl TopN {
+    /// Partitions were dropped: the next snapshot writes every partition.
+    fn start_over(&mut self) {
+        self.changed.clear();
+        self.delta.start_over();
+    }
+
     fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Rows)> {
         let partition = keys::columns(batch, &self.partition);
         let order: Vec<ArrayRef> = self
@@ -289,9 +301,11 @@ impl TopN {
 #[async_trait]
 impl Operator for TopN {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        // Each stored batch holds whole partitions, best row first.
+        // Each stored batch holds whole partitions, best row first; a partition in a
+        // later batch (a later part of its key group) replaces its earlier rows.
         for batch in restored_batches(restored)? {
             let (partition, order, full) = self.converted(&batch)?;
+            let mut here: HashSet<OwnedRow> = HashSet::new();
             for r in 0..batch.num_rows() {
                 let entry = Entry {
                     id: self.next_id,
@@ -299,11 +313,15 @@ impl Operator for TopN {
                     row: full.row(r).owned(),
                 };
                 self.next_id += 1;
-                self.tops
-                    .entry(partition.row(r).owned())
-                    .or_insert_with(|| (Vec::new(), now_ms()))
-                    .0
-                    .push(entry);
+                let key = partition.row(r).owned();
+                let top = self
+                    .tops
+                    .entry(key.clone())
+                    .or_insert_with(|| (Vec::new(), now_ms()));
+                if here.insert(key) {
+                    top.0.clear();
+                }
+                top.0.push(entry);
             }
         }
         Ok(())
@@ -332,12 +350,19 @@ impl Operator for TopN {
         }
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
+            let before = self.tops.len();
             self.tops.retain(|_, (_, touched)| *touched >= cutoff);
+            if self.tops.len() < before {
+                self.start_over();
+            }
         }
         let mut changes = Changes::default();
         for rows in members {
             let key = partition.row(rows[0]).owned();
-            let mut top = self.tops.remove(&key).map(|t| t.0).unwrap_or_default();
+            let stored = self.tops.remove(&key).map(|t| t.0);
+            let existed = stored.is_some();
+            let mut top = stored.unwrap_or_default();
+            let mut modified = false;
             let mut old: Vec<Entry> = (top.iter().take(self.limit).skip(self.offset))
                 .cloned()
                 .collect();
@@ -345,6 +370,7 @@ impl Operator for TopN {
             for i in rows {
                 let sort = order.row(i);
                 let changed_now = if changelog::kind_at(ops.as_ref(), i).is_retraction() {
+                    modified = true;
                     Self::remove(&mut top, self.limit, sort, full.row(i))
                 } else {
                     let beaten = |l: &Entry| {
@@ -353,6 +379,7 @@ impl Operator for TopN {
                     if !self.retract && top.len() == self.limit && top.last().is_some_and(beaten) {
                         continue; // the common case: not good enough, nothing allocated
                     }
+                    modified = true;
                     let entry = Entry {
                         id: self.next_id,
                         sort: sort.owned(),
@@ -373,7 +400,13 @@ impl Operator for TopN {
                 self.diff(&old, self.shown(&top), &mut changes);
             }
             if !top.is_empty() {
+                if modified {
+                    self.changed.insert(key.clone());
+                }
                 self.tops.insert(key, (top, now));
+            } else if existed {
+                // A dropped partition is in no later part: the next snapshot is whole.
+                self.start_over();
             }
         }
         if changes.rows.is_empty() {
@@ -401,21 +434,52 @@ impl Operator for TopN {
                         .map(|e| e.row.row().as_ref().len() + e.sort.row().as_ref().len())
                         .sum::<usize>()
             })
-            .sum()
+            .sum::<usize>()
+            + self.delta.size(std::mem::size_of::<OwnedRow>() + 16)
     }
 
-    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let rows: Vec<arrow::row::Row<'_>> = self
-            .tops
-            .values()
-            .flat_map(|(top, _)| top.iter().map(|e| e.row.row()))
-            .collect();
-        if rows.is_empty() {
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
+        if self.tops.is_empty() {
+            self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let columns = self.full_rows.convert_rows(rows)?;
-        let all = RecordBatch::try_new(keys::nullable(&self.input_schema), columns)?;
-        keyed_state(&all, &self.partition, self.max_parallelism)
+        let changed: Vec<OwnedRow> = match self.delta.whole() {
+            true => {
+                self.changed.clear();
+                self.tops.keys().cloned().collect()
+            }
+            false => self.changed.drain().collect(),
+        };
+        let hashed = self.partition.len();
+        let hashes_of = |keys: &[OwnedRow]| -> Result<Vec<u64>> {
+            let columns = self
+                .partition_rows
+                .convert_rows(keys.iter().map(|k| k.row()))?;
+            let columns: Vec<&dyn arrow::array::Array> =
+                columns[..hashed].iter().map(|c| c.as_ref()).collect();
+            weir_state::key::hash_arrays(&columns, keys.len())
+        };
+        let rows_of = |keys: &[OwnedRow]| -> Result<RecordBatch> {
+            let rows = keys
+                .iter()
+                .filter_map(|k| self.tops.get(k))
+                .flat_map(|(top, _)| top.iter().map(|e| e.row.row()));
+            let columns = self.full_rows.convert_rows(rows)?;
+            Ok(RecordBatch::try_new(
+                keys::nullable(&self.input_schema),
+                columns,
+            )?)
+        };
+        // The delta bookkeeping is taken out while it reads the partitions.
+        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
+        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
+        self.delta = delta;
+        state
+    }
+
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        self.delta.completed(checkpoint);
+        Ok(())
     }
 }
 
@@ -423,6 +487,104 @@ impl Operator for TopN {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::{Field, Int64Type, Schema};
+
+    /// Every stored row of `state`, as text, sorted.
+    fn rows_of(state: OperatorState) -> Vec<String> {
+        let mut rows: Vec<String> = restored_batches(Some(state))
+            .unwrap()
+            .iter()
+            .flat_map(|b| {
+                let (k, v) = (
+                    b.column(0).as_primitive::<Int64Type>(),
+                    b.column(1).as_primitive::<Int64Type>(),
+                );
+                (0..b.num_rows()).map(move |r| format!("{},{}", k.value(r), v.value(r)))
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+
+    /// Delta snapshots taken after changes to some partitions restore exactly the rows
+    /// that a whole snapshot holds: a partition's later part replaces its earlier rows.
+    #[tokio::test]
+    async fn delta_snapshots_restore_what_a_whole_snapshot_holds() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let factory = TopNFactory {
+            partition: vec![0],
+            order: vec![(
+                1,
+                SortOptions {
+                    descending: true,
+                    nulls_first: false,
+                },
+            )],
+            limit: 2,
+            offset: 0,
+            row_number: false,
+            input_schema: schema.clone(),
+            schema: schema.clone(),
+            state_ttl: None,
+            retract: false,
+            every_change: false,
+        };
+        let mut incremental = crate::batch::task("top_n");
+        incremental.incremental_checkpoints = true;
+        let whole = crate::batch::task("top_n");
+        let mut delta = factory.create(&incremental).unwrap();
+        let mut reference = factory.create(&whole).unwrap();
+        delta.open(None).await.unwrap();
+        reference.open(None).await.unwrap();
+        let batch = |keys: std::ops::Range<i64>, v: i64| {
+            let k: Vec<i64> = keys.clone().collect();
+            let vs: Vec<i64> = keys.map(|k| v + k % 3).collect();
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from(k)),
+                    Arc::new(Int64Array::from(vs)),
+                ],
+            )
+            .unwrap()
+        };
+        // Many partitions, then a few of them change again and again.
+        let rounds = [
+            (0..2000, 10),
+            (0..20, 20),
+            (10..30, 30),
+            (0..5, 40),
+            (25..26, 50),
+        ];
+        let mut state = None;
+        for (checkpoint, (keys, v)) in rounds.into_iter().enumerate() {
+            let b = batch(keys, v);
+            let mut out = Output::for_split(None);
+            delta.process_batch(0, b.clone(), &mut out).await.unwrap();
+            reference.process_batch(0, b, &mut out).await.unwrap();
+            state = Some(
+                delta
+                    .snapshot_state(CheckpointId(checkpoint as u64 + 1))
+                    .unwrap(),
+            );
+        }
+        let state = state.unwrap();
+        assert!(
+            state.items.len() > 64,
+            "changed partitions went into parts of their own: {} items",
+            state.items.len()
+        );
+        let mut restored = factory.create(&whole).unwrap();
+        restored.open(Some(state)).await.unwrap();
+        assert_eq!(
+            rows_of(restored.snapshot_state(CheckpointId(9)).unwrap()),
+            rows_of(reference.snapshot_state(CheckpointId(9)).unwrap())
+        );
+    }
 
     fn entry(id: u64, sort: &OwnedRow) -> Entry {
         Entry {

@@ -14,12 +14,11 @@
 //!   each group a dense id, the states live in per-group columns, and a batch is
 //!   aggregated with DataFusion `GroupsAccumulator`s over the groups it touched, a call
 //!   per aggregate rather than per group; its snapshots write only the groups changed
-//!   since the previous one ([`delta`]);
+//!   since the previous one (`operators::delta`);
 //! - [`rows`], for changelog input (rows are taken back from retracting accumulators,
 //!   which `GroupsAccumulator`s cannot do) and for `DISTINCT` aggregates or aggregates
 //!   whose state is a list (re-writing a growing list at every touch would be quadratic).
 
-mod delta;
 mod rows;
 mod vectorized;
 

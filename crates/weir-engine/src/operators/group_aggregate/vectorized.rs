@@ -18,10 +18,10 @@
 //! the groups held.
 
 use super::GroupAggregateFactory;
-use super::delta::DeltaSnapshots;
 use crate::operators::aggregate::{
     AggregateInputs, groups_accumulator, keyed_columns_batch, state_field,
 };
+use crate::operators::delta::{ChangedIds, DeltaSnapshots};
 use crate::operators::keys;
 use crate::operators::state::{Ttl, now_ms, restored_batches};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int8Array, RecordBatch, UInt32Array};
@@ -72,6 +72,7 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
         value_types,
         ttl: Ttl::new(f.state_ttl),
         delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+        changed: ChangedIds::default(),
         ids: Vec::new(),
         slot: Vec::new(),
     }))
@@ -97,7 +98,8 @@ struct VectorizedGroupAggregate {
     emitted: Vec<Box<dyn GroupColumn>>,
     ttl: Option<Ttl>,
     /// What earlier snapshots wrote, and the groups changed since.
-    delta: DeltaSnapshots,
+    delta: DeltaSnapshots<u32>,
+    changed: ChangedIds,
     /// Scratch: the group id of each row of the batch.
     ids: Vec<usize>,
     /// Scratch: per group, its position among the batch's touched groups (`u32::MAX`
@@ -205,6 +207,7 @@ impl VectorizedGroupAggregate {
         for column in self.states.iter_mut().flatten().chain(&mut self.emitted) {
             *column = column_of(&column.gather(&keep)?)?;
         }
+        self.changed.clear();
         self.delta.start_over();
         Ok(())
     }
@@ -295,7 +298,7 @@ impl Operator for VectorizedGroupAggregate {
         self.groups.intern(&key_columns, &mut self.ids)?;
         self.grow(self.groups.len());
         let touched = self.touch(now);
-        self.delta.changed(&touched.ids);
+        self.changed.mark(&touched.ids);
         let t = touched.ids.len();
         let existing_ids: Vec<u32> = touched.existing.iter().map(|l| touched.ids[*l]).collect();
         let inputs = AggregateInputs::evaluate(&self.aggregates, &data)?;
@@ -388,22 +391,39 @@ impl Operator for VectorizedGroupAggregate {
                 .chain(&self.emitted)
                 .map(|c| c.size())
                 .sum::<usize>()
-            + self.delta.size()
+            + self.delta.size(4)
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
         if self.rows.is_empty() {
+            self.changed.clear();
             self.delta.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let keys = if self.delta.writes() {
-            self.all_keys()?
-        } else {
-            Vec::new()
+        let changed = match self.delta.whole() {
+            true => {
+                self.changed.clear();
+                (0..self.rows.len() as u32).collect()
+            }
+            false => self.changed.take(),
+        };
+        let keys = match changed.is_empty() {
+            true => Vec::new(),
+            false => self.all_keys()?,
+        };
+        let hashed = self.keys.len();
+        let hashes_of = |ids: &[u32]| -> Result<Vec<u64>> {
+            let take = UInt32Array::from(ids.to_vec());
+            let columns = keys[..hashed]
+                .iter()
+                .map(|k| arrow::compute::take(k, &take, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            let columns: Vec<&dyn Array> = columns.iter().map(|c| c.as_ref()).collect();
+            weir_state::key::hash_arrays(&columns, ids.len())
         };
         // The delta bookkeeping is taken out while it reads this aggregate's groups.
         let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
-        let state = delta.snapshot(checkpoint, self.rows.len(), &keys, self.keys.len(), |ids| {
+        let state = delta.snapshot(checkpoint, changed, hashes_of, |ids| {
             self.rows_of(&keys, ids)
         });
         self.delta = delta;

@@ -1,0 +1,202 @@
+//! Delta snapshots of keyed state: a checkpoint writes the keys whose state changed since
+//! the previous one, not all of them. Used by the updating group aggregate (keys are its
+//! dense group ids) and Top-N (keys are partitions).
+//!
+//! Per key group the operator keeps the parts its earlier snapshots wrote: each part is
+//! the encoded state rows of some keys, and those keys. A snapshot adds, for each key
+//! group with changed keys, a part holding their rows, and hands every part on as an item
+//! of its key group. Parts written before are the same bytes again, which incremental
+//! checkpoints (`execution.checkpointing.incremental`) store once and then refer to by
+//! name. A restore reads a key group's parts in order, and a key's rows in a later part
+//! replace its rows in earlier ones; the redistribution of keyed state keeps the order of
+//! a key group's items. A part holds every stored row of each of its keys.
+//!
+//! Parts merge like a binary counter: while a part holds fewer than twice the keys of the
+//! part after it, the two become one part of their keys' current rows. So a key group's
+//! parts hold at most twice its keys (each part at least twice the next), it has about
+//! log2(n) parts, a key is written again about log2(n) times, and keys changing at every
+//! snapshot stay in the small last part. Only the last part of a key group is ever
+//! encoded again.
+//!
+//! A part's bytes stay in memory only until a completed checkpoint wrote them to the
+//! shared folder (parts of [`SHARED_MIN_BYTES`] or more); later snapshots refer to them
+//! there by name, as the join's epochs do. Without incremental checkpoints every snapshot
+//! is whole and nothing is kept. A key that is dropped (state TTL, a Top-N partition
+//! emptied) is not in a later part: the operator then starts over, and the next snapshot
+//! is whole.
+
+use arrow::array::RecordBatch;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use weir_common::{CheckpointId, Result};
+use weir_runtime::{OperatorState, StateDistribution};
+use weir_state::checkpoint::{DiskPayload, SHARED_MIN_BYTES, shared_name};
+use weir_state::keyed::encode_batch;
+
+/// One part: the keys it holds, and their rows as written.
+struct Part<K> {
+    keys: Vec<K>,
+    payload: Payload,
+}
+
+enum Payload {
+    /// Encoded for checkpoint `since`, not known to be in the shared folder yet.
+    Memory { bytes: Bytes, since: u64 },
+    /// Written to the shared folder by a completed checkpoint.
+    Shared(DiskPayload),
+}
+
+pub(super) struct DeltaSnapshots<K> {
+    max_parallelism: usize,
+    /// Checkpoints are incremental; without, every snapshot is whole.
+    incremental: bool,
+    /// By key group.
+    parts: Vec<Vec<Part<K>>>,
+    /// The next snapshot writes every key anew.
+    whole: bool,
+}
+
+impl<K: Ord + Clone> DeltaSnapshots<K> {
+    pub(super) fn new(max_parallelism: usize, incremental: bool) -> Self {
+        DeltaSnapshots {
+            max_parallelism,
+            incremental,
+            parts: (0..max_parallelism).map(|_| Vec::new()).collect(),
+            whole: true,
+        }
+    }
+
+    /// Keys were dropped, or mean other state now: the next snapshot writes every key.
+    pub(super) fn start_over(&mut self) {
+        self.whole = true;
+    }
+
+    /// Whether the next snapshot writes every key (the operator hands it all of them).
+    pub(super) fn whole(&self) -> bool {
+        self.whole || !self.incremental
+    }
+
+    /// Checkpoint `checkpoint` completed: the parts it wrote to the shared folder are
+    /// referred to there from now on, and their bytes go.
+    pub(super) fn completed(&mut self, checkpoint: CheckpointId) {
+        if !self.incremental {
+            return;
+        }
+        for part in self.parts.iter_mut().flatten() {
+            if let Payload::Memory { bytes, since } = &part.payload
+                && *since <= checkpoint.0
+                && bytes.len() >= SHARED_MIN_BYTES
+            {
+                let shared = DiskPayload::in_shared_folder(shared_name(bytes), bytes.len() as u64);
+                part.payload = Payload::Shared(shared);
+            }
+        }
+    }
+
+    /// Memory the parts take (their keys counted at `key_bytes` each).
+    pub(super) fn size(&self, key_bytes: usize) -> usize {
+        self.parts
+            .iter()
+            .flatten()
+            .map(|p| {
+                p.keys.capacity() * key_bytes
+                    + match &p.payload {
+                        Payload::Memory { bytes, .. } => bytes.len(),
+                        Payload::Shared(_) => 0,
+                    }
+            })
+            .sum()
+    }
+
+    /// The snapshot for checkpoint `checkpoint`: the parts written before, and new ones of
+    /// the `changed` keys (every key when [`Self::whole`]), split by key group (of each
+    /// key's hash, [`weir_state::key`], which `hashes_of` gives) and encoded from `rows_of`
+    /// (every state row of the keys).
+    pub(super) fn snapshot(
+        &mut self,
+        checkpoint: CheckpointId,
+        changed: Vec<K>,
+        hashes_of: impl Fn(&[K]) -> Result<Vec<u64>>,
+        rows_of: impl Fn(&[K]) -> Result<RecordBatch>,
+    ) -> Result<OperatorState> {
+        if self.whole() {
+            self.parts.iter_mut().for_each(Vec::clear);
+            self.whole = false;
+        }
+        if !changed.is_empty() {
+            let mut by_group: BTreeMap<usize, Vec<K>> = BTreeMap::new();
+            for (key, hash) in changed.iter().zip(hashes_of(&changed)?) {
+                let kg = weir_state::key::key_group(hash, self.max_parallelism);
+                by_group.entry(kg).or_default().push(key.clone());
+            }
+            for (kg, mut last) in by_group {
+                let parts = &mut self.parts[kg];
+                while parts.last().is_some_and(|p| p.keys.len() < 2 * last.len()) {
+                    last.extend(parts.pop().expect("a last part").keys);
+                }
+                last.sort_unstable();
+                last.dedup();
+                let bytes = encode_batch(&rows_of(&last)?)?;
+                parts.push(Part {
+                    keys: last,
+                    payload: Payload::Memory {
+                        bytes,
+                        since: checkpoint.0,
+                    },
+                });
+            }
+        }
+        let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
+        for (kg, parts) in self.parts.iter().enumerate() {
+            for part in parts {
+                let payload = match &part.payload {
+                    Payload::Memory { bytes, .. } => state.add_payload(bytes.clone()),
+                    Payload::Shared(shared) => state.add_disk_payload(shared.clone()),
+                };
+                state
+                    .items
+                    .push(serde_json::json!({ "kg": kg, "payload": payload }));
+            }
+        }
+        if !self.incremental {
+            // Each snapshot is whole: nothing is kept for the next.
+            self.parts.iter_mut().for_each(Vec::clear);
+        }
+        Ok(state)
+    }
+}
+
+/// Group ids changed since the previous snapshot: each once, in order of first change.
+#[derive(Default)]
+pub(super) struct ChangedIds {
+    ids: Vec<u32>,
+    flags: Vec<bool>,
+}
+
+impl ChangedIds {
+    pub(super) fn mark(&mut self, ids: &[u32]) {
+        for &g in ids {
+            let at = g as usize;
+            if at >= self.flags.len() {
+                self.flags.resize(at + 1, false);
+            }
+            if !self.flags[at] {
+                self.flags[at] = true;
+                self.ids.push(g);
+            }
+        }
+    }
+
+    /// The ids marked since the last call, which are forgotten.
+    pub(super) fn take(&mut self) -> Vec<u32> {
+        for g in &self.ids {
+            self.flags[*g as usize] = false;
+        }
+        std::mem::take(&mut self.ids)
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.ids.clear();
+        self.flags.clear();
+    }
+}

@@ -359,31 +359,40 @@ fn incremental_checkpoints_write_only_changed_key_groups() {
         assert_eq!(left, referenced, "shared objects left behind or missing");
         checkpoint_sizes(&log)
     };
-    let incremental = run(true);
-    let full = run(false);
     // Checkpoints taken once the whole dimension is in state (the state then only grows
-    // by the events' few kilobytes), but the first of them, which may have written it.
-    let loaded = |sizes: &[(u64, u64)]| -> Vec<(u64, u64)> {
-        let most = sizes.iter().map(|(s, _)| *s).max().unwrap_or(0);
-        let mut loaded: Vec<(u64, u64)> = sizes
-            .iter()
-            .copied()
-            .filter(|(s, _)| *s * 20 >= most * 19)
-            .collect();
-        if !loaded.is_empty() {
-            loaded.remove(0);
-        }
-        loaded
-    };
-    let (inc, full) = (loaded(&incremental), loaded(&full));
-    assert!(inc.len() >= 4 && full.len() >= 4, "{inc:?} / {full:?}");
+    // by the events' few kilobytes).
+    assert_checkpoints_write_the_change(settled(run(true)), settled(run(false)), 10);
+}
+
+/// The checkpoints among `sizes` (state, written) taken once the state stopped growing
+/// (within 5% of its largest), but the first of them, which may have written the last
+/// of the growth.
+fn settled(sizes: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let most = sizes.iter().map(|(s, _)| *s).max().unwrap_or(0);
+    let mut settled: Vec<(u64, u64)> = sizes
+        .into_iter()
+        .filter(|(s, _)| *s * 20 >= most * 19)
+        .collect();
+    if !settled.is_empty() {
+        settled.remove(0);
+    }
+    settled
+}
+
+/// Settled checkpoints with incremental checkpoints (`delta`) each write less than
+/// 1/`parts` of their state; without (`full`), all of it.
+fn assert_checkpoints_write_the_change(delta: Vec<(u64, u64)>, full: Vec<(u64, u64)>, parts: u64) {
+    eprintln!("checkpoints (state, written): incremental {delta:?}; whole {full:?}");
+    assert!(delta.len() >= 4 && full.len() >= 4, "{delta:?} / {full:?}");
     assert!(
         full.iter().all(|(state, written)| written == state),
         "{full:?}"
     );
     assert!(
-        inc.iter().all(|(state, written)| written * 10 < *state),
-        "incremental checkpoints wrote most of their state again: {inc:?}"
+        delta
+            .iter()
+            .all(|(state, written)| written * parts < *state),
+        "incremental checkpoints wrote most of their state again: {delta:?}"
     );
 }
 
@@ -521,9 +530,8 @@ fn hot_top_n_result(last: i64) -> Vec<String> {
 
 /// Runs the hot-keys job `query` over 0..=199,999 at p=2 with 200 ms checkpoints,
 /// incremental or not, checks its final rows against `expected`, and returns the sizes
-/// (state, written) of its checkpoints once its state stopped growing, but the first of
-/// them (which writes the keys made since the one before).
-fn settled_checkpoints(query: &str, expected: &[String], incremental: bool) -> Vec<(u64, u64)> {
+/// (state, written) of its checkpoints.
+fn hot_keys_checkpoints(query: &str, expected: &[String], incremental: bool) -> Vec<(u64, u64)> {
     let tmp = tempfile::tempdir().unwrap();
     let script = hot_keys(tmp.path(), query, 199_999, 50_000);
     let out = weir()
@@ -540,16 +548,7 @@ fn settled_checkpoints(query: &str, expected: &[String], incremental: bool) -> V
         materialize(committed_lines(&tmp.path().join("out"))),
         expected
     );
-    let sizes = checkpoint_sizes(&log);
-    let most = sizes.iter().map(|(s, _)| *s).max().unwrap_or(0);
-    let mut settled: Vec<(u64, u64)> = sizes
-        .into_iter()
-        .filter(|(s, _)| *s * 20 >= most * 19)
-        .collect();
-    if !settled.is_empty() {
-        settled.remove(0);
-    }
-    settled
+    checkpoint_sizes(&log)
 }
 
 /// Incremental checkpoints of `query` write the keys that changed since the previous
@@ -559,18 +558,9 @@ fn settled_checkpoints(query: &str, expected: &[String], incremental: bool) -> V
 /// Without incremental checkpoints every checkpoint writes all of it. The results are
 /// the same.
 fn checkpoints_only_the_changed_keys(query: &str, expected: &[String]) {
-    let delta = settled_checkpoints(query, expected, true);
-    let full = settled_checkpoints(query, expected, false);
-    eprintln!("checkpoints (state, written): with deltas {delta:?}; whole {full:?}");
-    assert!(delta.len() >= 4 && full.len() >= 4, "{delta:?} / {full:?}");
-    assert!(
-        full.iter().all(|(state, written)| written == state),
-        "{full:?}"
-    );
-    assert!(
-        delta.iter().all(|(state, written)| written * 5 < *state),
-        "checkpoints of the idle keys wrote most of their state again: {delta:?}"
-    );
+    let delta = settled(hot_keys_checkpoints(query, expected, true));
+    let full = settled(hot_keys_checkpoints(query, expected, false));
+    assert_checkpoints_write_the_change(delta, full, 5);
 }
 
 #[test]

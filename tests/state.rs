@@ -454,6 +454,13 @@ CREATE TABLE out (k BIGINT, n BIGINT, total BIGINT)
 INSERT INTO out SELECT k, COUNT(*), SUM(seq) FROM keyed GROUP BY k;
 ";
 
+/// The same with `COUNT(DISTINCT …)`, which the row-at-a-time aggregate runs.
+const HOT_DISTINCT: &str = "
+CREATE TABLE out (k BIGINT, d BIGINT, total BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'debezium-json');
+INSERT INTO out SELECT k, COUNT(DISTINCT seq % 7), SUM(seq) FROM keyed GROUP BY k;
+";
+
 /// A Top-3 per hot key, by a score that a new row beats now and then (distinct for
 /// every row, so there are no ties).
 const HOT_TOP_N: &str = "
@@ -504,6 +511,20 @@ fn hot_aggregate_result(last: i64) -> Vec<String> {
         .map(|(k, seqs)| {
             let (n, total) = (seqs.len(), seqs.iter().sum::<i64>());
             format!("{{\"k\":{k},\"n\":{n},\"total\":{total}}}")
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The final rows of [`HOT_DISTINCT`] over 0..=`last`.
+fn hot_distinct_result(last: i64) -> Vec<String> {
+    let mut rows: Vec<String> = hot_keys_of(last)
+        .iter()
+        .map(|(k, seqs)| {
+            let distinct: std::collections::BTreeSet<i64> = seqs.iter().map(|s| s % 7).collect();
+            let total = seqs.iter().sum::<i64>();
+            format!("{{\"k\":{k},\"d\":{},\"total\":{total}}}", distinct.len())
         })
         .collect();
     rows.sort();
@@ -569,6 +590,11 @@ fn an_updating_aggregate_checkpoints_only_the_groups_it_changed() {
 }
 
 #[test]
+fn a_distinct_aggregate_checkpoints_only_the_groups_it_changed() {
+    checkpoints_only_the_changed_keys(HOT_DISTINCT, &hot_distinct_result(199_999));
+}
+
+#[test]
 fn a_top_n_checkpoints_only_the_partitions_it_changed() {
     checkpoints_only_the_changed_keys(HOT_TOP_N, &hot_top_n_result(199_999));
 }
@@ -598,6 +624,11 @@ fn exact_after_restores_of_deltas(query: &str, expected: &[String], seed: u64) {
 #[test]
 fn an_updating_aggregate_restored_from_delta_checkpoints_is_exact() {
     exact_after_restores_of_deltas(HOT_AGGREGATE, &hot_aggregate_result(149_999), 11);
+}
+
+#[test]
+fn a_distinct_aggregate_restored_from_delta_checkpoints_is_exact() {
+    exact_after_restores_of_deltas(HOT_DISTINCT, &hot_distinct_result(149_999), 17);
 }
 
 #[test]

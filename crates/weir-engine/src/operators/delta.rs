@@ -1,6 +1,7 @@
 //! Delta snapshots of keyed state: a checkpoint writes the keys whose state changed since
-//! the previous one, not all of them. Used by the updating group aggregate (keys are its
-//! dense group ids) and Top-N (keys are partitions).
+//! the previous one, not all of them. Used by the updating group aggregates (keys are the
+//! vectorized one's dense group ids, the row-at-a-time one's group keys) and Top-N (keys
+//! are partitions).
 //!
 //! Per key group the operator keeps the parts its earlier snapshots wrote: each part is
 //! the encoded state rows of some keys, and those keys. A snapshot adds, for each key
@@ -117,7 +118,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
         checkpoint: CheckpointId,
         changed: Vec<K>,
         hashes_of: impl Fn(&[K]) -> Result<Vec<u64>>,
-        rows_of: impl Fn(&[K]) -> Result<RecordBatch>,
+        mut rows_of: impl FnMut(&[K]) -> Result<RecordBatch>,
     ) -> Result<OperatorState> {
         if self.whole() {
             self.parts.iter_mut().for_each(Vec::clear);

@@ -1,12 +1,15 @@
 //! The row-at-a-time group aggregate: each group keeps one DataFusion `Accumulator` per
 //! aggregate function (retracting ones when the input is a changelog) in a hash map keyed
-//! by arrow `Row`s, and each batch is fed to its groups one group at a time.
+//! by arrow `Row`s, and each batch is fed to its groups one group at a time. Snapshots
+//! write the groups changed since the previous one (`operators::delta`); a group dropped
+//! (its rows all retracted, or the state TTL) makes the next one whole.
 
 use super::GroupAggregateFactory;
 use crate::operators::aggregate::{
-    Accumulators, AggregateInputs, evaluate, keyed_snapshot, new_accumulators,
-    restore_accumulators, value_columns,
+    Accumulators, AggregateInputs, evaluate, keyed_columns_batch, new_accumulators,
+    restore_accumulators, state_columns, value_columns,
 };
+use crate::operators::delta::DeltaSnapshots;
 use crate::operators::keys;
 use crate::operators::state::{Ttl, now_ms, restored_batches};
 use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch};
@@ -14,7 +17,7 @@ use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter};
 use async_trait::async_trait;
 use datafusion::common::ScalarValue;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
@@ -34,7 +37,8 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
         converter: keys::converter(&f.input_schema, &f.keys)?,
         groups: HashMap::new(),
         ttl: Ttl::new(f.state_ttl),
-        max_parallelism: task.max_parallelism,
+        delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+        changed: HashSet::new(),
     }))
 }
 
@@ -56,7 +60,17 @@ struct GroupAggregate {
     converter: RowConverter,
     groups: HashMap<OwnedRow, Group>,
     ttl: Option<Ttl>,
-    max_parallelism: usize,
+    /// What earlier snapshots wrote, and the groups changed since.
+    delta: DeltaSnapshots<OwnedRow>,
+    changed: HashSet<OwnedRow>,
+}
+
+impl GroupAggregate {
+    /// Groups were dropped: the next snapshot writes every group.
+    fn start_over(&mut self) {
+        self.changed.clear();
+        self.delta.start_over();
+    }
 }
 
 /// The rows of one group within a batch.
@@ -121,7 +135,11 @@ impl Operator for GroupAggregate {
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
             // Expired groups are forgotten without output, as in Flink.
+            let before = self.groups.len();
             self.groups.retain(|_, g| g.touched >= cutoff);
+            if self.groups.len() < before {
+                self.start_over();
+            }
         }
         let mut key_rows: Vec<u32> = Vec::new();
         let mut values: Vec<Vec<ScalarValue>> = Vec::new();
@@ -156,11 +174,15 @@ impl Operator for GroupAggregate {
             group.rows += t.added.len() as i64 - t.retracted.len() as i64;
             if group.rows <= 0 {
                 self.groups.remove(&key);
+                // A dropped group is in no later part: the next snapshot is whole.
+                self.changed.clear();
+                self.delta.start_over();
                 if let Some(old) = old {
                     emit(t.first, old, RowKind::Delete);
                 }
                 continue;
             }
+            self.changed.insert(key.clone());
             let new = evaluate(&mut group.accumulators)?;
             match old {
                 None => emit(t.first, new, RowKind::Insert),
@@ -187,30 +209,53 @@ impl Operator for GroupAggregate {
             .map(|(k, g)| {
                 k.row().as_ref().len() + g.accumulators.iter().map(|a| a.size()).sum::<usize>()
             })
-            .sum()
+            .sum::<usize>()
+            + self.delta.size(std::mem::size_of::<OwnedRow>() + 16)
     }
 
-    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
         if self.groups.is_empty() {
+            self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let mut key_rows = Vec::with_capacity(self.groups.len());
-        let mut counts = Vec::with_capacity(self.groups.len());
-        let mut accumulators = Vec::with_capacity(self.groups.len());
-        for (key, group) in self.groups.iter_mut() {
-            key_rows.push(key.row());
-            counts.push(group.rows);
-            accumulators.push(&mut group.accumulators);
-        }
-        let key_columns = self.converter.convert_rows(key_rows)?;
-        let counts: ArrayRef = Arc::new(arrow::array::Int64Array::from(counts));
-        keyed_snapshot(
-            &self.input_schema,
-            &self.keys,
-            key_columns,
-            vec![(Field::new("__rows", DataType::Int64, false), counts)],
-            accumulators.into_iter(),
-            self.max_parallelism,
-        )
+        let changed: Vec<OwnedRow> = match self.delta.whole() {
+            true => {
+                self.changed.clear();
+                self.groups.keys().cloned().collect()
+            }
+            false => self.changed.drain().collect(),
+        };
+        let (converter, groups) = (&self.converter, &mut self.groups);
+        let (input_schema, keys) = (&self.input_schema, &self.keys);
+        let hashes_of = |rows: &[OwnedRow]| -> Result<Vec<u64>> {
+            let columns = converter.convert_rows(rows.iter().map(|k| k.row()))?;
+            let columns: Vec<&dyn arrow::array::Array> =
+                columns[..keys.len()].iter().map(|c| c.as_ref()).collect();
+            weir_state::key::hash_arrays(&columns, rows.len())
+        };
+        let rows_of = |rows: &[OwnedRow]| -> Result<RecordBatch> {
+            // Taken out of the map while their accumulators give their state.
+            let mut taken: Vec<(OwnedRow, Group)> =
+                rows.iter().filter_map(|k| groups.remove_entry(k)).collect();
+            let key_columns = converter.convert_rows(taken.iter().map(|(k, _)| k.row()));
+            let counts: ArrayRef = Arc::new(arrow::array::Int64Array::from(
+                taken.iter().map(|(_, g)| g.rows).collect::<Vec<_>>(),
+            ));
+            let states = state_columns(taken.iter_mut().map(|(_, g)| &mut g.accumulators));
+            groups.extend(taken);
+            let mut columns = vec![(Field::new("__rows", DataType::Int64, false), counts)];
+            columns.extend(states?);
+            keyed_columns_batch(input_schema, keys, key_columns?, columns)
+        };
+        // The delta bookkeeping is taken out while it reads the groups.
+        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
+        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
+        self.delta = delta;
+        state
+    }
+
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        self.delta.completed(checkpoint);
+        Ok(())
     }
 }

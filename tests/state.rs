@@ -432,7 +432,7 @@ fn incremental_checkpoints_are_exactly_once_under_sigkill() {
     );
 }
 
-/// Jobs whose keyed state mostly falls idle: the first 100,000 rows make 100,000 keys,
+/// Jobs whose keyed state mostly falls idle: the first `${cold}` rows make a key each,
 /// the rest change only 40 of them, 20 at a time: keys 0–19 for 10,000 rows, then keys
 /// 20–39, and so on. (So keys sit idle in several parts of their key groups when a job
 /// is restored, and change again afterwards.) `${query}` reads `keyed`, `(k, seq)`.
@@ -442,7 +442,7 @@ CREATE TABLE src (seq BIGINT) WITH (
   'fields.seq.kind' = 'sequence', 'fields.seq.start' = '0', 'fields.seq.end' = '${last}'
 );
 CREATE VIEW keyed AS
-  SELECT CASE WHEN seq < 100000 THEN seq ELSE seq % 20 + 20 * (seq / 10000 % 2) END AS k, seq
+  SELECT CASE WHEN seq < ${cold} THEN seq ELSE seq % 20 + 20 * (seq / 10000 % 2) END AS k, seq
   FROM src;
 ${query}
 ";
@@ -473,14 +473,35 @@ SELECT k, seq, rn FROM (
 ) WHERE rn <= 3;
 ";
 
-/// The hot-keys job `query` in `dir` over sequence numbers 0..=`last`, writing to
+/// The sequence numbers of a hot-keys job: those below `cold` make a key each, the rest
+/// up to `last` change the 40 hot keys.
+#[derive(Clone, Copy)]
+struct Hot {
+    cold: i64,
+    last: i64,
+}
+
+/// A state of 100,000 keys, large beside what stays inline in a state file.
+const SIZED: Hot = Hot {
+    cold: 100_000,
+    last: 199_999,
+};
+
+/// Mostly hot keys, so that restores mostly find them in several parts.
+const MOSTLY_HOT: Hot = Hot {
+    cold: 20_000,
+    last: 149_999,
+};
+
+/// The hot-keys job `query` in `dir` over the sequence numbers of `hot`, writing to
 /// `dir/out`.
-fn hot_keys(dir: &std::path::Path, query: &str, last: u64, rate: u64) -> String {
+fn hot_keys(dir: &std::path::Path, query: &str, hot: Hot, rate: u64) -> String {
     let text = render(
         &HOT_KEYS.replace("${query}", query),
         &[
             ("out", dir.join("out").to_str().unwrap()),
-            ("last", &last.to_string()),
+            ("cold", &hot.cold.to_string()),
+            ("last", &hot.last.to_string()),
             ("rate", &rate.to_string()),
         ],
     );
@@ -490,11 +511,11 @@ fn hot_keys(dir: &std::path::Path, query: &str, last: u64, rate: u64) -> String 
         .to_string()
 }
 
-/// The hot keys' sequence numbers over 0..=`last`, by key.
-fn hot_keys_of(last: i64) -> std::collections::BTreeMap<i64, Vec<i64>> {
+/// The sequence numbers of `hot`, by key.
+fn hot_keys_of(hot: Hot) -> std::collections::BTreeMap<i64, Vec<i64>> {
     let mut keys: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
-    for seq in 0..=last {
-        let k = if seq < 100_000 {
+    for seq in 0..=hot.last {
+        let k = if seq < hot.cold {
             seq
         } else {
             seq % 20 + 20 * (seq / 10_000 % 2)
@@ -504,9 +525,9 @@ fn hot_keys_of(last: i64) -> std::collections::BTreeMap<i64, Vec<i64>> {
     keys
 }
 
-/// The final rows of [`HOT_AGGREGATE`] over 0..=`last`, as `materialize` shows them.
-fn hot_aggregate_result(last: i64) -> Vec<String> {
-    let mut rows: Vec<String> = hot_keys_of(last)
+/// The final rows of [`HOT_AGGREGATE`] over `hot`, as `materialize` shows them.
+fn hot_aggregate_result(hot: Hot) -> Vec<String> {
+    let mut rows: Vec<String> = hot_keys_of(hot)
         .iter()
         .map(|(k, seqs)| {
             let (n, total) = (seqs.len(), seqs.iter().sum::<i64>());
@@ -517,9 +538,9 @@ fn hot_aggregate_result(last: i64) -> Vec<String> {
     rows
 }
 
-/// The final rows of [`HOT_DISTINCT`] over 0..=`last`.
-fn hot_distinct_result(last: i64) -> Vec<String> {
-    let mut rows: Vec<String> = hot_keys_of(last)
+/// The final rows of [`HOT_DISTINCT`] over `hot`.
+fn hot_distinct_result(hot: Hot) -> Vec<String> {
+    let mut rows: Vec<String> = hot_keys_of(hot)
         .iter()
         .map(|(k, seqs)| {
             let distinct: std::collections::BTreeSet<i64> = seqs.iter().map(|s| s % 7).collect();
@@ -531,9 +552,9 @@ fn hot_distinct_result(last: i64) -> Vec<String> {
     rows
 }
 
-/// The final rows of [`HOT_TOP_N`] over 0..=`last`.
-fn hot_top_n_result(last: i64) -> Vec<String> {
-    let mut rows: Vec<String> = hot_keys_of(last)
+/// The final rows of [`HOT_TOP_N`] over `hot`.
+fn hot_top_n_result(hot: Hot) -> Vec<String> {
+    let mut rows: Vec<String> = hot_keys_of(hot)
         .iter()
         .flat_map(|(k, seqs)| {
             let mut seqs = seqs.clone();
@@ -549,12 +570,12 @@ fn hot_top_n_result(last: i64) -> Vec<String> {
     rows
 }
 
-/// Runs the hot-keys job `query` over 0..=199,999 at p=2 with 200 ms checkpoints,
+/// Runs the hot-keys job `query` over [`SIZED`] at p=2 with 200 ms checkpoints,
 /// incremental or not, checks its final rows against `expected`, and returns the sizes
 /// (state, written) of its checkpoints.
 fn hot_keys_checkpoints(query: &str, expected: &[String], incremental: bool) -> Vec<(u64, u64)> {
     let tmp = tempfile::tempdir().unwrap();
-    let script = hot_keys(tmp.path(), query, 199_999, 50_000);
+    let script = hot_keys(tmp.path(), query, SIZED, 50_000);
     let out = weir()
         .env("WEIR_LOG", "info")
         .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
@@ -586,25 +607,25 @@ fn checkpoints_only_the_changed_keys(query: &str, expected: &[String]) {
 
 #[test]
 fn an_updating_aggregate_checkpoints_only_the_groups_it_changed() {
-    checkpoints_only_the_changed_keys(HOT_AGGREGATE, &hot_aggregate_result(199_999));
+    checkpoints_only_the_changed_keys(HOT_AGGREGATE, &hot_aggregate_result(SIZED));
 }
 
 #[test]
 fn a_distinct_aggregate_checkpoints_only_the_groups_it_changed() {
-    checkpoints_only_the_changed_keys(HOT_DISTINCT, &hot_distinct_result(199_999));
+    checkpoints_only_the_changed_keys(HOT_DISTINCT, &hot_distinct_result(SIZED));
 }
 
 #[test]
 fn a_top_n_checkpoints_only_the_partitions_it_changed() {
-    checkpoints_only_the_changed_keys(HOT_TOP_N, &hot_top_n_result(199_999));
+    checkpoints_only_the_changed_keys(HOT_TOP_N, &hot_top_n_result(SIZED));
 }
 
-/// The hot-keys job `query` over 0..=149,999 under 8 SIGKILLs: each run restores key
+/// The hot-keys job `query` over [`MOSTLY_HOT`] under 8 SIGKILLs: each run restores key
 /// groups written as several parts (the changes after an older part) and must end with
 /// `expected`.
 fn exact_after_restores_of_deltas(query: &str, expected: &[String], seed: u64) {
     let tmp = tempfile::tempdir().unwrap();
-    let script = hot_keys(tmp.path(), query, 149_999, 30_000);
+    let script = hot_keys(tmp.path(), query, MOSTLY_HOT, 30_000);
     let chk = tmp.path().join("chk");
     let kills = crate::crash::kill_checkpointed_until_done(
         &script[..],
@@ -623,15 +644,15 @@ fn exact_after_restores_of_deltas(query: &str, expected: &[String], seed: u64) {
 
 #[test]
 fn an_updating_aggregate_restored_from_delta_checkpoints_is_exact() {
-    exact_after_restores_of_deltas(HOT_AGGREGATE, &hot_aggregate_result(149_999), 11);
+    exact_after_restores_of_deltas(HOT_AGGREGATE, &hot_aggregate_result(MOSTLY_HOT), 11);
 }
 
 #[test]
 fn a_distinct_aggregate_restored_from_delta_checkpoints_is_exact() {
-    exact_after_restores_of_deltas(HOT_DISTINCT, &hot_distinct_result(149_999), 17);
+    exact_after_restores_of_deltas(HOT_DISTINCT, &hot_distinct_result(MOSTLY_HOT), 17);
 }
 
 #[test]
 fn a_top_n_restored_from_delta_checkpoints_is_exact() {
-    exact_after_restores_of_deltas(HOT_TOP_N, &hot_top_n_result(149_999), 13);
+    exact_after_restores_of_deltas(HOT_TOP_N, &hot_top_n_result(MOSTLY_HOT), 13);
 }

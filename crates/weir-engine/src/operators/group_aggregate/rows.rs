@@ -175,8 +175,7 @@ impl Operator for GroupAggregate {
             if group.rows <= 0 {
                 self.groups.remove(&key);
                 // A dropped group is in no later part: the next snapshot is whole.
-                self.changed.clear();
-                self.delta.start_over();
+                self.start_over();
                 if let Some(old) = old {
                     emit(t.first, old, RowKind::Delete);
                 }

@@ -167,6 +167,19 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
     }
 }
 
+/// The key hashes ([`weir_state::key`]) of keys held as rows of `converter`, whose first
+/// `hashed` columns are the key columns (none: one key for every row).
+pub(super) fn row_key_hashes(
+    converter: &arrow::row::RowConverter,
+    keys: &[arrow::row::OwnedRow],
+    hashed: usize,
+) -> Result<Vec<u64>> {
+    let columns = converter.convert_rows(keys.iter().map(|k| k.row()))?;
+    let columns: Vec<&dyn arrow::array::Array> =
+        columns[..hashed].iter().map(|c| c.as_ref()).collect();
+    weir_state::key::hash_arrays(&columns, keys.len())
+}
+
 /// Group ids changed since the previous snapshot: each once, in order of first change.
 #[derive(Default)]
 pub(super) struct ChangedIds {

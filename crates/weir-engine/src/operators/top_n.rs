@@ -16,7 +16,7 @@
 //! writing only the partitions changed since the previous one (`operators::delta`): a
 //! restore takes each partition's rows from the last part that holds it.
 
-use super::delta::DeltaSnapshots;
+use super::delta::{DeltaSnapshots, row_key_hashes};
 use super::keys;
 use super::state::{Ttl, now_ms, restored_batches};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
@@ -450,15 +450,8 @@ impl Operator for TopN {
             }
             false => self.changed.drain().collect(),
         };
-        let hashed = self.partition.len();
-        let hashes_of = |keys: &[OwnedRow]| -> Result<Vec<u64>> {
-            let columns = self
-                .partition_rows
-                .convert_rows(keys.iter().map(|k| k.row()))?;
-            let columns: Vec<&dyn arrow::array::Array> =
-                columns[..hashed].iter().map(|c| c.as_ref()).collect();
-            weir_state::key::hash_arrays(&columns, keys.len())
-        };
+        let hashes_of =
+            |keys: &[OwnedRow]| row_key_hashes(&self.partition_rows, keys, self.partition.len());
         let rows_of = |keys: &[OwnedRow]| -> Result<RecordBatch> {
             let rows = keys
                 .iter()
@@ -470,11 +463,7 @@ impl Operator for TopN {
                 columns,
             )?)
         };
-        // The delta bookkeeping is taken out while it reads the partitions.
-        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
-        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
-        self.delta = delta;
-        state
+        self.delta.snapshot(checkpoint, changed, hashes_of, rows_of)
     }
 
     async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {

@@ -9,7 +9,7 @@ use crate::operators::aggregate::{
     Accumulators, AggregateInputs, evaluate, keyed_columns_batch, new_accumulators,
     restore_accumulators, state_columns, value_columns,
 };
-use crate::operators::delta::DeltaSnapshots;
+use crate::operators::delta::{DeltaSnapshots, row_key_hashes};
 use crate::operators::keys;
 use crate::operators::state::{Ttl, now_ms, restored_batches};
 use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch};
@@ -226,12 +226,7 @@ impl Operator for GroupAggregate {
         };
         let (converter, groups) = (&self.converter, &mut self.groups);
         let (input_schema, keys) = (&self.input_schema, &self.keys);
-        let hashes_of = |rows: &[OwnedRow]| -> Result<Vec<u64>> {
-            let columns = converter.convert_rows(rows.iter().map(|k| k.row()))?;
-            let columns: Vec<&dyn arrow::array::Array> =
-                columns[..keys.len()].iter().map(|c| c.as_ref()).collect();
-            weir_state::key::hash_arrays(&columns, rows.len())
-        };
+        let hashes_of = |rows: &[OwnedRow]| row_key_hashes(converter, rows, keys.len());
         let rows_of = |rows: &[OwnedRow]| -> Result<RecordBatch> {
             // Taken out of the map while their accumulators give their state.
             let mut taken: Vec<(OwnedRow, Group)> =
@@ -246,11 +241,7 @@ impl Operator for GroupAggregate {
             columns.extend(states?);
             keyed_columns_batch(input_schema, keys, key_columns?, columns)
         };
-        // The delta bookkeeping is taken out while it reads the groups.
-        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
-        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
-        self.delta = delta;
-        state
+        self.delta.snapshot(checkpoint, changed, hashes_of, rows_of)
     }
 
     async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {

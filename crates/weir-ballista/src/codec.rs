@@ -149,15 +149,27 @@ pub fn session_state(
 }
 
 fn scalar_udf(name: &str) -> DfResult<Arc<ScalarUDF>> {
-    scalar_functions().remove(name).ok_or_else(|| {
-        DataFusionError::Plan(format!(
-            "function '{name}' is not known to this Ballista process: a function registered \
+    let registered = || {
+        REGISTERED
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    };
+    FUNCTIONS
+        .scalar
+        .get(name)
+        .cloned()
+        .or_else(registered)
+        .ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "function '{name}' is not known to this Ballista process: a function registered \
              through the library (Engine::register_udf) runs on a cluster whose scheduler \
              and executors the program runs itself, with the function registered there \
              too (weir::ballista::register_udf, then process::run_scheduler and \
              process::run_executor)"
-        ))
-    })
+            ))
+        })
 }
 
 /// Plans `ddl` into a table definition. The planner's futures are not `Send`, and codecs

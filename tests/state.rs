@@ -525,49 +525,48 @@ fn hot_keys_of(hot: Hot) -> std::collections::BTreeMap<i64, Vec<i64>> {
     keys
 }
 
-/// The final rows of [`HOT_AGGREGATE`] over `hot`, as `materialize` shows them.
-fn hot_aggregate_result(hot: Hot) -> Vec<String> {
+/// The final rows of a hot-keys job over `hot`, sorted, as `materialize` shows them:
+/// `rows_of` gives each key's rows from its sequence numbers.
+fn hot_result(hot: Hot, rows_of: impl Fn(i64, &[i64]) -> Vec<String>) -> Vec<String> {
     let mut rows: Vec<String> = hot_keys_of(hot)
         .iter()
-        .map(|(k, seqs)| {
-            let (n, total) = (seqs.len(), seqs.iter().sum::<i64>());
-            format!("{{\"k\":{k},\"n\":{n},\"total\":{total}}}")
-        })
+        .flat_map(|(k, seqs)| rows_of(*k, seqs))
         .collect();
     rows.sort();
     rows
+}
+
+/// The final rows of [`HOT_AGGREGATE`] over `hot`.
+fn hot_aggregate_result(hot: Hot) -> Vec<String> {
+    hot_result(hot, |k, seqs| {
+        let (n, total) = (seqs.len(), seqs.iter().sum::<i64>());
+        vec![format!("{{\"k\":{k},\"n\":{n},\"total\":{total}}}")]
+    })
 }
 
 /// The final rows of [`HOT_DISTINCT`] over `hot`.
 fn hot_distinct_result(hot: Hot) -> Vec<String> {
-    let mut rows: Vec<String> = hot_keys_of(hot)
-        .iter()
-        .map(|(k, seqs)| {
-            let distinct: std::collections::BTreeSet<i64> = seqs.iter().map(|s| s % 7).collect();
-            let total = seqs.iter().sum::<i64>();
-            format!("{{\"k\":{k},\"d\":{},\"total\":{total}}}", distinct.len())
-        })
-        .collect();
-    rows.sort();
-    rows
+    hot_result(hot, |k, seqs| {
+        let distinct: std::collections::BTreeSet<i64> = seqs.iter().map(|s| s % 7).collect();
+        let total = seqs.iter().sum::<i64>();
+        vec![format!(
+            "{{\"k\":{k},\"d\":{},\"total\":{total}}}",
+            distinct.len()
+        )]
+    })
 }
 
 /// The final rows of [`HOT_TOP_N`] over `hot`.
 fn hot_top_n_result(hot: Hot) -> Vec<String> {
-    let mut rows: Vec<String> = hot_keys_of(hot)
-        .iter()
-        .flat_map(|(k, seqs)| {
-            let mut seqs = seqs.clone();
-            seqs.sort_by_key(|seq| std::cmp::Reverse(seq * 7919 % 1_000_003));
-            seqs.into_iter()
-                .take(3)
-                .enumerate()
-                .map(|(r, seq)| format!("{{\"k\":{k},\"seq\":{seq},\"rn\":{}}}", r + 1))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    rows.sort();
-    rows
+    hot_result(hot, |k, seqs| {
+        let mut seqs = seqs.to_vec();
+        seqs.sort_by_key(|seq| std::cmp::Reverse(seq * 7919 % 1_000_003));
+        seqs.into_iter()
+            .take(3)
+            .enumerate()
+            .map(|(r, seq)| format!("{{\"k\":{k},\"seq\":{seq},\"rn\":{}}}", r + 1))
+            .collect()
+    })
 }
 
 /// Runs the hot-keys job `query` over [`SIZED`] at p=2 with 200 ms checkpoints,

@@ -409,6 +409,7 @@ pub async fn compile_into(
                         state_ttl,
                         retract: *retract,
                         every_change: *every_change,
+                        state_memory: state.memory.clone(),
                     }),
                 };
                 keyed_vertex(

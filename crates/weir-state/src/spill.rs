@@ -39,10 +39,10 @@ const CACHE_BYTES: usize = 32 << 20;
 /// The memory budget of a job's keyed state, shared by its stores.
 #[derive(Debug)]
 pub struct StateMemory {
-    budget: u64,
-    dir: PathBuf,
-    used: AtomicU64,
-    stores: AtomicUsize,
+    pub(crate) budget: u64,
+    pub(crate) dir: PathBuf,
+    pub(crate) used: AtomicU64,
+    pub(crate) stores: AtomicUsize,
 }
 
 impl StateMemory {
@@ -62,12 +62,16 @@ impl StateMemory {
     }
 
     /// Whether a store holding `resident` bytes should give some back.
-    fn over(&self, resident: u64) -> bool {
-        let stores = self.stores.load(Ordering::Relaxed).max(1) as u64;
-        self.used() > self.budget && resident > self.budget / stores
+    pub(crate) fn over(&self, resident: u64) -> bool {
+        self.used() > self.budget && resident > self.share()
     }
 
-    fn create_file(&self) -> Result<File> {
+    /// A store's fair share of the budget: the budget divided by the stores.
+    pub(crate) fn share(&self) -> u64 {
+        self.budget / self.stores.load(Ordering::Relaxed).max(1) as u64
+    }
+
+    pub(crate) fn create_file(&self) -> Result<File> {
         std::fs::create_dir_all(&self.dir)
             .and_then(|_| tempfile::tempfile_in(&self.dir))
             .map_err(|e| {

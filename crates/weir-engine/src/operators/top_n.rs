@@ -15,10 +15,15 @@
 //! State is keyed and snapshotted per key group as rows of the input schema, a snapshot
 //! writing only the partitions changed since the previous one (`operators::delta`): a
 //! restore takes each partition's rows from the last part that holds it.
+//!
+//! Under a memory budget (`taskmanager.memory.managed.size`), the least recently used
+//! partitions move to local disk while the job's keyed state is over it
+//! ([`weir_state::cold`]), and come back when a row reaches them. Snapshots read them
+//! there.
 
 use super::delta::{DeltaSnapshots, row_key_hashes};
 use super::keys;
-use super::state::{Ttl, now_ms, restored_batches};
+use super::state::{Ttl, item_batches, now_ms};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
@@ -29,6 +34,8 @@ use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Error, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+use weir_state::cold::{self, ColdEntries};
+use weir_state::spill::StateMemory;
 
 /// Creates Top-N operators.
 pub struct TopNFactory {
@@ -54,6 +61,8 @@ pub struct TopNFactory {
     /// Emit the change of every row (each version of a versioned view), not one per
     /// partition and batch.
     pub every_change: bool,
+    /// The job's state budget: past it, cold partitions move to disk.
+    pub state_memory: Option<Arc<StateMemory>>,
 }
 
 impl OperatorFactory for TopNFactory {
@@ -124,6 +133,8 @@ impl OperatorFactory for TopNFactory {
             next_id: 0,
             delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
             changed: HashSet::new(),
+            cold: ColdEntries::new(self.state_memory.clone()),
+            hot_bytes: 0,
         }))
     }
 }
@@ -161,6 +172,85 @@ struct TopN {
     /// What earlier snapshots wrote, and the partitions whose stored rows changed since.
     delta: DeltaSnapshots<OwnedRow>,
     changed: HashSet<OwnedRow>,
+    /// Partitions moved to disk (see the module docs).
+    cold: ColdEntries,
+    /// What the partitions in `tops` hold, as [`partition_bytes`] counts it.
+    hot_bytes: u64,
+}
+
+/// Memory of a partition besides its rows' bytes: its key's and list's headers, the map's
+/// slack (about).
+const PARTITION_OVERHEAD: usize = 96;
+/// Memory of a stored row besides its bytes: the entry and its two rows' headers (about).
+const ENTRY_OVERHEAD: usize = 96;
+
+fn entry_bytes(e: &Entry) -> u64 {
+    (ENTRY_OVERHEAD + e.row.row().as_ref().len() + e.sort.row().as_ref().len()) as u64
+}
+
+/// What partition `key` holding `top` takes in memory (about).
+fn partition_bytes(key: &OwnedRow, top: &[Entry]) -> u64 {
+    (PARTITION_OVERHEAD + key.row().as_ref().len()) as u64
+        + top.iter().map(entry_bytes).sum::<u64>()
+}
+
+/// A partition's rows as bytes on disk: each row's id, sort key and row.
+fn encode_top(top: &[Entry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(top.iter().map(|e| entry_bytes(e) as usize).sum());
+    for e in top {
+        out.extend_from_slice(&e.id.to_le_bytes());
+        for row in [&e.sort, &e.row] {
+            let bytes = row.row();
+            out.extend_from_slice(&(bytes.as_ref().len() as u32).to_le_bytes());
+            out.extend_from_slice(bytes.as_ref());
+        }
+    }
+    out
+}
+
+/// The rows [`encode_top`] wrote, with the converters that made their sort keys and rows.
+fn decode_top(bytes: &[u8], order: &RowConverter, full: &RowConverter) -> Result<Vec<Entry>> {
+    let corrupt = || Error::internal("a Top-N partition read back from local disk is corrupt");
+    let (order, full) = (order.parser(), full.parser());
+    let mut rest = bytes;
+    let mut top = Vec::new();
+    while !rest.is_empty() {
+        let id = next(&mut rest, 8).ok_or_else(corrupt)?;
+        let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
+        let mut read = |parser: &arrow::row::RowParser| -> Result<OwnedRow> {
+            let len = next(&mut rest, 4).ok_or_else(corrupt)?;
+            let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+            Ok(parser
+                .parse(next(&mut rest, len).ok_or_else(corrupt)?)
+                .owned())
+        };
+        let sort = read(&order)?;
+        let row = read(&full)?;
+        top.push(Entry { id, sort, row });
+    }
+    Ok(top)
+}
+
+/// The first `n` bytes of `rest`, which moves past them.
+fn next<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, tail) = rest.split_at_checked(n)?;
+    *rest = tail;
+    Some(head)
+}
+
+/// Partition `key`'s rows if they are on disk (they stay there).
+fn cold_top(
+    cold: &ColdEntries,
+    key: &OwnedRow,
+    order: &RowConverter,
+    full: &RowConverter,
+) -> Result<Option<Vec<Entry>>> {
+    let hash = cold::hash(key.row().as_ref());
+    if !cold.may_hold(hash) {
+        return Ok(None);
+    }
+    let bytes = cold.get(hash, key.row().as_ref())?;
+    bytes.map(|b| decode_top(&b, order, full)).transpose()
 }
 
 /// Output rows being collected: the input row, its rank (1-based) and kind.
@@ -185,6 +275,66 @@ impl TopN {
     fn start_over(&mut self) {
         self.changed.clear();
         self.delta.start_over();
+    }
+
+    /// Partition `key`'s rows, taken out of memory or off the disk.
+    fn take_top(&mut self, key: &OwnedRow) -> Result<Option<Vec<Entry>>> {
+        if let Some((top, _)) = self.tops.remove(key) {
+            self.hot_bytes -= partition_bytes(key, &top);
+            return Ok(Some(top));
+        }
+        let hash = cold::hash(key.row().as_ref());
+        if !self.cold.may_hold(hash) {
+            return Ok(None);
+        }
+        match self.cold.take(hash, key.row().as_ref())? {
+            Some((bytes, _)) => Ok(Some(decode_top(&bytes, &self.order_rows, &self.full_rows)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Keeps partition `key` in memory, last used at `touched`.
+    fn put_top(&mut self, key: OwnedRow, top: Vec<Entry>, touched: u64) {
+        self.hot_bytes += partition_bytes(&key, &top);
+        self.tops.insert(key, (top, touched));
+    }
+
+    /// While the job's state is over its budget, moves the least recently used
+    /// partitions to disk.
+    fn relieve(&mut self) -> Result<()> {
+        if !self.cold.set_hot(self.hot_bytes) {
+            return Ok(());
+        }
+        let target = self.cold.hot_target();
+        let mut by_age: Vec<(u64, &OwnedRow)> =
+            self.tops.iter().map(|(k, (_, t))| (*t, k)).collect();
+        by_age.sort_unstable_by_key(|(t, _)| *t);
+        let mut freed = 0;
+        let mut moving = Vec::new();
+        for (_, key) in by_age {
+            if self.hot_bytes - freed <= target {
+                break;
+            }
+            let (top, _) = &self.tops[key];
+            freed += partition_bytes(key, top);
+            moving.push(key.clone());
+        }
+        for key in moving {
+            let (top, touched) = self.tops.remove(&key).expect("a kept partition");
+            let bytes = key.row();
+            if self.cold.put(
+                cold::hash(bytes.as_ref()),
+                bytes.as_ref(),
+                &encode_top(&top),
+                touched,
+            )? {
+                self.hot_bytes -= partition_bytes(&key, &top);
+            } else {
+                self.tops.insert(key, (top, touched));
+            }
+        }
+        self.cold.set_hot(self.hot_bytes);
+        Ok(())
     }
 
     fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Rows)> {
@@ -303,25 +453,30 @@ impl Operator for TopN {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
         // Each stored batch holds whole partitions, best row first; a partition in a
         // later batch (a later part of its key group) replaces its earlier rows.
-        for batch in restored_batches(restored)? {
-            let (partition, order, full) = self.converted(&batch)?;
-            let mut here: HashSet<OwnedRow> = HashSet::new();
-            for r in 0..batch.num_rows() {
-                let entry = Entry {
-                    id: self.next_id,
-                    sort: order.row(r).owned(),
-                    row: full.row(r).owned(),
-                };
-                self.next_id += 1;
-                let key = partition.row(r).owned();
-                let top = self
-                    .tops
-                    .entry(key.clone())
-                    .or_insert_with(|| (Vec::new(), now_ms()));
-                if here.insert(key) {
-                    top.0.clear();
+        let Some(state) = restored else {
+            return Ok(());
+        };
+        for item in &state.items {
+            for batch in item_batches(&state, item)? {
+                let (partition, order, full) = self.converted(&batch)?;
+                let mut here: HashMap<OwnedRow, Vec<Entry>> = HashMap::new();
+                for r in 0..batch.num_rows() {
+                    let entry = Entry {
+                        id: self.next_id,
+                        sort: order.row(r).owned(),
+                        row: full.row(r).owned(),
+                    };
+                    self.next_id += 1;
+                    here.entry(partition.row(r).owned())
+                        .or_default()
+                        .push(entry);
                 }
-                top.0.push(entry);
+                let now = now_ms();
+                for (key, top) in here {
+                    self.take_top(&key)?;
+                    self.put_top(key, top, now);
+                }
+                self.relieve()?;
             }
         }
         Ok(())
@@ -350,16 +505,23 @@ impl Operator for TopN {
         }
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
-            let before = self.tops.len();
-            self.tops.retain(|_, (_, touched)| *touched >= cutoff);
-            if self.tops.len() < before {
+            let mut freed = 0;
+            self.tops.retain(|key, (top, touched)| {
+                let keep = *touched >= cutoff;
+                if !keep {
+                    freed += partition_bytes(key, top);
+                }
+                keep
+            });
+            self.hot_bytes -= freed;
+            if freed > 0 || self.cold.expire(cutoff)? > 0 {
                 self.start_over();
             }
         }
         let mut changes = Changes::default();
         for rows in members {
             let key = partition.row(rows[0]).owned();
-            let stored = self.tops.remove(&key).map(|t| t.0);
+            let stored = self.take_top(&key)?;
             let existed = stored.is_some();
             let mut top = stored.unwrap_or_default();
             let mut modified = false;
@@ -403,12 +565,13 @@ impl Operator for TopN {
                 if modified {
                     self.changed.insert(key.clone());
                 }
-                self.tops.insert(key, (top, now));
+                self.put_top(key, top, now);
             } else if existed {
                 // A dropped partition is in no later part: the next snapshot is whole.
                 self.start_over();
             }
         }
+        self.relieve()?;
         if changes.rows.is_empty() {
             return Ok(());
         }
@@ -425,38 +588,45 @@ impl Operator for TopN {
     }
 
     fn state_bytes(&self) -> usize {
-        self.tops
-            .iter()
-            .map(|(k, (top, _))| {
-                k.row().as_ref().len()
-                    + top
-                        .iter()
-                        .map(|e| e.row.row().as_ref().len() + e.sort.row().as_ref().len())
-                        .sum::<usize>()
-            })
-            .sum::<usize>()
+        (self.hot_bytes + self.cold.on_disk()) as usize
             + self.delta.size(std::mem::size_of::<OwnedRow>() + 16)
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
-        if self.tops.is_empty() {
+        if self.tops.is_empty() && self.cold.is_empty() {
             self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
         let changed: Vec<OwnedRow> = match self.delta.whole() {
             true => {
                 self.changed.clear();
-                self.tops.keys().cloned().collect()
+                let mut keys: Vec<OwnedRow> = self.tops.keys().cloned().collect();
+                let parser = self.partition_rows.parser();
+                self.cold.for_each(|key, _| {
+                    keys.push(parser.parse(key).owned());
+                    Ok(())
+                })?;
+                keys
             }
             false => self.changed.drain().collect(),
         };
         let hashes_of =
             |keys: &[OwnedRow]| row_key_hashes(&self.partition_rows, keys, self.partition.len());
         let rows_of = |keys: &[OwnedRow]| -> Result<RecordBatch> {
-            let rows = keys
-                .iter()
-                .filter_map(|k| self.tops.get(k))
-                .flat_map(|(top, _)| top.iter().map(|e| e.row.row()));
+            let mut on_disk = Vec::new();
+            let mut in_memory = Vec::new();
+            for key in keys {
+                match self.tops.get(key) {
+                    Some((top, _)) => in_memory.push(top),
+                    None => on_disk.extend(
+                        cold_top(&self.cold, key, &self.order_rows, &self.full_rows)?
+                            .unwrap_or_default(),
+                    ),
+                }
+            }
+            let rows = (in_memory.into_iter().flatten())
+                .chain(&on_disk)
+                .map(|e| e.row.row());
             let columns = self.full_rows.convert_rows(rows)?;
             Ok(RecordBatch::try_new(
                 keys::nullable(&self.input_schema),
@@ -476,8 +646,10 @@ impl Operator for TopN {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operators::state::restored_batches;
     use arrow::array::{AsArray, Int64Array};
     use arrow::datatypes::{Field, Int64Type, Schema};
+    use weir_runtime::TaskInfo;
 
     /// Every stored row of `state`, as text, sorted.
     fn rows_of(state: OperatorState) -> Vec<String> {
@@ -496,15 +668,17 @@ mod tests {
         rows
     }
 
-    /// Delta snapshots taken after changes to some partitions restore exactly the rows
-    /// that a whole snapshot holds: a partition's later part replaces its earlier rows.
-    #[tokio::test]
-    async fn delta_snapshots_restore_what_a_whole_snapshot_holds() {
-        let schema = Arc::new(Schema::new(vec![
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),
             Field::new("v", DataType::Int64, true),
-        ]));
-        let factory = TopNFactory {
+            Field::new("pad", DataType::Utf8, true),
+        ]))
+    }
+
+    /// A Top-2 by `v DESC` per `k`.
+    fn top_2(memory: Option<Arc<StateMemory>>) -> TopNFactory {
+        TopNFactory {
             partition: vec![0],
             order: vec![(
                 1,
@@ -516,31 +690,47 @@ mod tests {
             limit: 2,
             offset: 0,
             row_number: false,
-            input_schema: schema.clone(),
-            schema: schema.clone(),
+            input_schema: schema(),
+            schema: schema(),
             state_ttl: None,
             retract: false,
             every_change: false,
-        };
-        let mut incremental = crate::batch::task("top_n");
-        incremental.incremental_checkpoints = true;
+            state_memory: memory,
+        }
+    }
+
+    /// Rows of keys `keys`, each `v + k % 3`, padded with 300 characters.
+    fn batch(keys: impl Iterator<Item = i64>, v: i64) -> RecordBatch {
+        let k: Vec<i64> = keys.collect();
+        let vs: Vec<i64> = k.iter().map(|k| v + k % 3).collect();
+        let pad: arrow::array::StringArray = k.iter().map(|k| Some(format!("{k:0>300}"))).collect();
+        RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(Int64Array::from(k)),
+                Arc::new(Int64Array::from(vs)),
+                Arc::new(pad),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn incremental_task() -> TaskInfo {
+        let mut task = crate::batch::task("top_n");
+        task.incremental_checkpoints = true;
+        task
+    }
+
+    /// Delta snapshots taken after changes to some partitions restore exactly the rows
+    /// that a whole snapshot holds: a partition's later part replaces its earlier rows.
+    #[tokio::test]
+    async fn delta_snapshots_restore_what_a_whole_snapshot_holds() {
+        let factory = top_2(None);
         let whole = crate::batch::task("top_n");
-        let mut delta = factory.create(&incremental).unwrap();
+        let mut delta = factory.create(&incremental_task()).unwrap();
         let mut reference = factory.create(&whole).unwrap();
         delta.open(None).await.unwrap();
         reference.open(None).await.unwrap();
-        let batch = |keys: std::ops::Range<i64>, v: i64| {
-            let k: Vec<i64> = keys.clone().collect();
-            let vs: Vec<i64> = keys.map(|k| v + k % 3).collect();
-            RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(Int64Array::from(k)),
-                    Arc::new(Int64Array::from(vs)),
-                ],
-            )
-            .unwrap()
-        };
         // Many partitions, then a few of them change again and again.
         let rounds = [
             (0..2000, 10),
@@ -572,6 +762,78 @@ mod tests {
         assert_eq!(
             rows_of(restored.snapshot_state(CheckpointId(9)).unwrap()),
             rows_of(reference.snapshot_state(CheckpointId(9)).unwrap())
+        );
+    }
+
+    /// The emitted rows, as text, in order.
+    fn emitted(out: &mut Output) -> Vec<String> {
+        out.take()
+            .into_iter()
+            .filter_map(|item| match item {
+                weir_runtime::StreamItem::Batch(b) => Some(b),
+                _ => None,
+            })
+            .map(|b| {
+                arrow::util::pretty::pretty_format_batches(&[b])
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// Under a budget a small part of its state, a Top-N moves partitions to disk and
+    /// back (every round reaches every partition, in another order), and emits,
+    /// snapshots (delta and whole) and restores (under the budget too) exactly what it
+    /// does in memory.
+    #[tokio::test]
+    async fn partitions_on_disk_change_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let budget = 512 << 10;
+        let memory = StateMemory::new(budget, tmp.path().to_path_buf());
+        let mut spilled = top_2(Some(memory.clone()))
+            .create(&incremental_task())
+            .unwrap();
+        let mut reference = top_2(None).create(&incremental_task()).unwrap();
+        spilled.open(None).await.unwrap();
+        reference.open(None).await.unwrap();
+        let mut states = (None, None);
+        for round in 0..8i64 {
+            let keys = (0..3000i64).map(|k| (k * 7 + round * 1001) % 3000);
+            let b = batch(keys, 10 * (round % 3));
+            let (mut a, mut b_out) = (Output::for_split(None), Output::for_split(None));
+            spilled.process_batch(0, b.clone(), &mut a).await.unwrap();
+            reference.process_batch(0, b, &mut b_out).await.unwrap();
+            assert_eq!(emitted(&mut a), emitted(&mut b_out), "round {round}");
+            assert!(memory.used() <= budget, "{} bytes in memory", memory.used());
+            if round % 3 == 1 {
+                let checkpoint = CheckpointId(round as u64);
+                states = (
+                    Some(spilled.snapshot_state(checkpoint).unwrap()),
+                    Some(reference.snapshot_state(checkpoint).unwrap()),
+                );
+            }
+        }
+        assert!(
+            reference.state_bytes() > 5 * budget as usize,
+            "the state ({} bytes) is not 5 times the budget",
+            reference.state_bytes()
+        );
+        let whole = crate::batch::task("top_n");
+        let (spilled_state, reference_state) = (states.0.unwrap(), states.1.unwrap());
+        assert_eq!(
+            rows_of(spilled_state.clone()),
+            rows_of(reference_state.clone())
+        );
+        // Restored under the budget, snapshotted whole: the partitions on disk are read.
+        drop(spilled);
+        let mut restored = top_2(Some(memory.clone())).create(&whole).unwrap();
+        restored.open(Some(spilled_state)).await.unwrap();
+        assert!(memory.used() <= budget);
+        let mut expected = top_2(None).create(&whole).unwrap();
+        expected.open(Some(reference_state)).await.unwrap();
+        assert_eq!(
+            rows_of(restored.snapshot_state(CheckpointId(9)).unwrap()),
+            rows_of(expected.snapshot_state(CheckpointId(9)).unwrap())
         );
     }
 

@@ -1,6 +1,7 @@
 //! State larger than memory: past `taskmanager.memory.managed.size`, a join's oldest
-//! stored rows move to local disk and are read back when a probe needs them, and a
-//! Top-N's least recently used partitions move there and come back when their rows do.
+//! stored rows move to local disk and are read back when a probe needs them, and the
+//! least recently used keys of Top-N and row-at-a-time aggregates move there and come
+//! back when their rows do.
 //! The job's rows must not change, and a job whose state is on disk when it is killed
 //! restores exactly once.
 
@@ -96,10 +97,11 @@ fn spilled_join_state_is_exactly_once_under_sigkill() {
     );
 }
 
-/// A Top-3 whose partitions come back: row `seq` goes to partition `seq % 30000`, so by
-/// the time a partition's next row arrives the 29,999 others were used since. Each row
-/// carries 200 characters, so the state (90,000 rows, ~21 MB in checkpoints) is over 5
-/// times the 4 MB budget, and most rows reach a partition the operator moved to disk.
+/// Keyed state whose keys come back: row `seq` goes to key `seq % 30000`, so by the time
+/// a key's next row arrives the 29,999 others were used since. Each row carries 250
+/// characters, so the state of the queries below (~24 MB in checkpoints) is over 5 times
+/// a 4 MB budget, and most rows reach a key whose state the operator moved to disk.
+/// `${query}` reads `keyed`, `(k, seq, score, pad)`.
 const RETURNING_KEYS: &str = "
 SET 'taskmanager.memory.managed.size' = '${budget}';
 SET 'io.tmp.dirs' = '${spill}';
@@ -107,21 +109,36 @@ CREATE TABLE src (seq BIGINT) WITH (
   'connector' = 'datagen', 'rows-per-second' = '${rate}',
   'fields.seq.kind' = 'sequence', 'fields.seq.start' = '0', 'fields.seq.end' = '89999'
 );
+CREATE VIEW keyed AS
+  SELECT seq % 30000 AS k, seq, seq * 7919 % 1000003 AS score, REPEAT('x', 250) AS pad
+  FROM src;
+${query}
+";
+
+/// A Top-3 per key (Top-N keeps the rows, pad included).
+const TOP_3: &str = "
 CREATE TABLE out (k BIGINT, seq BIGINT, rn BIGINT, pad INT)
   WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'debezium-json');
 INSERT INTO out
 SELECT k, seq, rn, CHAR_LENGTH(pad) FROM (
   SELECT k, seq, pad, ROW_NUMBER() OVER (PARTITION BY k ORDER BY score DESC) AS rn
-  FROM (
-    SELECT seq % 30000 AS k, seq, seq * 7919 % 1000003 AS score, REPEAT('x', 200) AS pad
-    FROM src
-  )
+  FROM keyed
 ) WHERE rn <= 3;
 ";
 
-fn returning_keys(dir: &std::path::Path, budget: &str, rate: u64) -> String {
+/// An aggregate with `COUNT(DISTINCT …)` over long strings, which the row-at-a-time
+/// aggregate runs: its state is the set of each key's three strings.
+const DISTINCT: &str = "
+CREATE TABLE out (k BIGINT, n BIGINT, total BIGINT, d BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'debezium-json');
+INSERT INTO out
+SELECT k, COUNT(*), SUM(seq), COUNT(DISTINCT CONCAT(pad, CAST(seq AS STRING)))
+FROM keyed GROUP BY k;
+";
+
+fn returning_keys(dir: &std::path::Path, query: &str, budget: &str, rate: u64) -> String {
     let text = render(
-        RETURNING_KEYS,
+        &RETURNING_KEYS.replace("${query}", query),
         &[
             ("budget", budget),
             ("spill", dir.join("spill").to_str().unwrap()),
@@ -135,15 +152,21 @@ fn returning_keys(dir: &std::path::Path, budget: &str, rate: u64) -> String {
         .to_string()
 }
 
-/// The final rows of [`RETURNING_KEYS`], sorted, as `materialize` shows them.
-fn returning_keys_result() -> Vec<String> {
+/// The final rows of `query` over [`RETURNING_KEYS`], sorted, as `materialize` shows
+/// them.
+fn returning_keys_result(query: &str) -> Vec<String> {
     let mut rows: Vec<String> = (0..30_000i64)
         .flat_map(|k| {
             let mut seqs: Vec<i64> = (0..3).map(|round| k + 30_000 * round).collect();
+            if query == DISTINCT {
+                let total: i64 = seqs.iter().sum();
+                let row = format!("{{\"k\":{k},\"n\":3,\"total\":{total},\"d\":3}}");
+                return vec![row];
+            }
             seqs.sort_by_key(|seq| std::cmp::Reverse(seq * 7919 % 1_000_003));
-            seqs.into_iter().enumerate().map(move |(r, seq)| {
-                format!("{{\"k\":{k},\"seq\":{seq},\"rn\":{},\"pad\":200}}", r + 1)
-            })
+            (seqs.into_iter().enumerate())
+                .map(|(r, seq)| format!("{{\"k\":{k},\"seq\":{seq},\"rn\":{},\"pad\":250}}", r + 1))
+                .collect()
         })
         .collect();
     rows.sort();
@@ -152,13 +175,10 @@ fn returning_keys_result() -> Vec<String> {
 
 const MOVING_KEYS: &str = "moving the least recently used keys";
 
-/// Under a 4 MB budget the Top-3 moves its least recently used partitions to disk and
-/// takes them back as their rows come (its checkpoints, whole and incremental, read them
-/// there), and its rows are those of the query.
-#[test]
-fn top_n_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
+/// Under `budget`, `query` gives its rows, checkpointing every 300 ms; returns the log.
+fn run_returning_keys(query: &str, budget: &str) -> String {
     let tmp = tempfile::tempdir().unwrap();
-    let script = returning_keys(tmp.path(), "4 mb", 100_000);
+    let script = returning_keys(tmp.path(), query, budget, 100_000);
     let out = weir()
         .env("WEIR_LOG", "info")
         .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
@@ -168,6 +188,18 @@ fn top_n_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
         .unwrap();
     let log = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{log}");
+    assert_eq!(
+        materialize(committed_lines(&tmp.path().join("out"))),
+        returning_keys_result(query)
+    );
+    log
+}
+
+/// Under a 4 MB budget, `query` moves its least recently used keys to disk and takes
+/// them back as their rows come (its checkpoints, whole and incremental, read them
+/// there), and its rows are those of the query.
+fn state_past_the_budget_moves_to_disk(query: &str) {
+    let log = run_returning_keys(query, "4 mb");
     assert!(log.contains(MOVING_KEYS), "nothing moved to disk:\n{log}");
     let state = crate::state::checkpoint_sizes(&log)
         .iter()
@@ -178,18 +210,35 @@ fn top_n_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
         state > 5 * (4 << 20),
         "the state ({state} bytes) is not 5 times the budget"
     );
-    assert_eq!(
-        materialize(committed_lines(&tmp.path().join("out"))),
-        returning_keys_result()
+}
+
+/// In memory, the `COUNT(DISTINCT …)` of strings keeps its sets across checkpoints.
+/// (DataFusion's accumulator gives its set away when asked for its state: every
+/// checkpoint emptied the sets, and each key ended with 1 distinct string of 3.)
+#[test]
+fn a_distinct_count_of_strings_is_exact_across_checkpoints() {
+    let log = run_returning_keys(DISTINCT, "1 gb");
+    assert!(
+        !log.contains(MOVING_KEYS),
+        "moved to disk under 1 GB:\n{log}"
     );
 }
 
-/// The same Top-3 under SIGKILLs: each restore puts partitions back on disk under the
-/// budget, and the final rows are exact.
 #[test]
-fn top_n_state_on_disk_is_exactly_once_under_sigkill() {
+fn top_n_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
+    state_past_the_budget_moves_to_disk(TOP_3);
+}
+
+#[test]
+fn aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
+    state_past_the_budget_moves_to_disk(DISTINCT);
+}
+
+/// `query` over [`RETURNING_KEYS`] under SIGKILLs: each restore puts keys back on disk
+/// under the budget, and the final rows are exact.
+fn state_on_disk_is_exactly_once_under_sigkill(query: &str, seed: u64) {
     let tmp = tempfile::tempdir().unwrap();
-    let script = returning_keys(tmp.path(), "4 mb", 25_000);
+    let script = returning_keys(tmp.path(), query, "4 mb", 25_000);
     let chk = tmp.path().join("chk");
     let kills = crate::crash::kill_checkpointed_until_done(
         &script[..],
@@ -197,11 +246,21 @@ fn top_n_state_on_disk_is_exactly_once_under_sigkill() {
         "150 ms",
         &[],
         8,
-        29,
+        seed,
     );
     assert!(kills >= 8, "only {kills} kills");
     assert_eq!(
         materialize(committed_lines(&tmp.path().join("out"))),
-        returning_keys_result()
+        returning_keys_result(query)
     );
+}
+
+#[test]
+fn top_n_state_on_disk_is_exactly_once_under_sigkill() {
+    state_on_disk_is_exactly_once_under_sigkill(TOP_3, 29);
+}
+
+#[test]
+fn aggregate_state_on_disk_is_exactly_once_under_sigkill() {
+    state_on_disk_is_exactly_once_under_sigkill(DISTINCT, 31);
 }

@@ -366,6 +366,7 @@ pub async fn compile_into(
                     input_schema: plan.output_schema(*input),
                     schema: schema.clone(),
                     state_ttl,
+                    state_memory: state.memory.clone(),
                 };
                 keyed_vertex(
                     graph,

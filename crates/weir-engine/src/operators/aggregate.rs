@@ -146,21 +146,44 @@ pub fn value_columns(values: Vec<Vec<ScalarValue>>, types: &[DataType]) -> Resul
 }
 
 /// Accumulator states as snapshot columns, one row per group: the state values of the
-/// first aggregate, then of the second, and so on.
+/// first aggregate, then of the second, and so on. The accumulators (of `aggregates`,
+/// `retracting` or not) stay usable.
+///
+/// DataFusion calls `Accumulator::state` once, at the end of a partial aggregation, and
+/// some accumulators hand over what they hold there (`COUNT(DISTINCT …)` of strings gives
+/// its set away). So each group's accumulators are rebuilt from the state they gave, as
+/// a restore (or DataFusion's final aggregation) would. Retracting (sliding) accumulators
+/// keep theirs: their state is a copy, and some of them cannot merge one.
 pub fn state_columns<'a>(
+    aggregates: &[AggregateSpec],
+    retracting: bool,
     groups: impl Iterator<Item = &'a mut Accumulators>,
 ) -> Result<Vec<(Field, ArrayRef)>> {
     let mut per_field: Vec<Vec<ScalarValue>> = Vec::new();
     for accumulators in groups {
         let mut f = 0;
-        for acc in accumulators.iter_mut() {
-            for v in acc.state()? {
+        let mut rebuilt = match retracting {
+            false => Some(new_accumulators(aggregates, false)?),
+            true => None,
+        };
+        for (a, acc) in accumulators.iter_mut().enumerate() {
+            let state = acc.state()?;
+            if let Some(rebuilt) = &mut rebuilt {
+                let arrays: Vec<ArrayRef> = (state.iter())
+                    .map(|v| v.to_array())
+                    .collect::<Result<_, _>>()?;
+                rebuilt[a].merge_batch(&arrays)?;
+            }
+            for v in state {
                 if per_field.len() <= f {
                     per_field.push(Vec::new());
                 }
                 per_field[f].push(v);
                 f += 1;
             }
+        }
+        if let Some(rebuilt) = rebuilt {
+            *accumulators = rebuilt;
         }
     }
     per_field
@@ -198,17 +221,19 @@ pub fn restore_accumulators(
 /// A keyed snapshot of accumulator groups: their key columns (`keys` of `input`; one
 /// constant column for a global aggregate), then `extra` columns, then the accumulators'
 /// states, one row per group, split by key group.
+#[allow(clippy::too_many_arguments)]
 pub fn keyed_snapshot<'a>(
     input: &arrow::datatypes::Schema,
     keys: &[usize],
     key_columns: Vec<ArrayRef>,
     extra: Vec<(Field, ArrayRef)>,
+    aggregates: &[AggregateSpec],
     accumulators: impl Iterator<Item = &'a mut Accumulators>,
     max_parallelism: usize,
 ) -> Result<weir_runtime::OperatorState> {
     let columns = extra
         .into_iter()
-        .chain(state_columns(accumulators)?)
+        .chain(state_columns(aggregates, false, accumulators)?)
         .collect();
     keyed_columns_snapshot(input, keys, key_columns, columns, max_parallelism)
 }

@@ -517,6 +517,8 @@ impl Operator for OverAggregate {
                 Arc::new(lasts) as ArrayRef,
             )];
             columns.extend(state_columns(
+                &self.aggregates,
+                false,
                 parts.into_iter().map(|p| &mut p.accumulators),
             )?);
             let key_columns = self.converter.convert_rows(keys.iter().map(|k| k.row()))?;

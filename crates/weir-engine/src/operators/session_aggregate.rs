@@ -297,6 +297,7 @@ impl Operator for SessionAggregate {
             &self.keys,
             key_columns,
             vec![bound("__start_ms", starts), bound("__end_ms", ends)],
+            &self.aggregates,
             accumulators.into_iter(),
             self.max_parallelism,
         )

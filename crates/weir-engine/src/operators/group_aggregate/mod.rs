@@ -42,6 +42,9 @@ pub struct GroupAggregateFactory {
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`: groups untouched this long are dropped.
     pub state_ttl: Option<std::time::Duration>,
+    /// The job's state budget: past it, the row-at-a-time implementation moves cold
+    /// groups to disk.
+    pub state_memory: Option<std::sync::Arc<weir_state::spill::StateMemory>>,
 }
 
 impl GroupAggregateFactory {

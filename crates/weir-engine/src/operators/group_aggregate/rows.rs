@@ -3,6 +3,11 @@
 //! by arrow `Row`s, and each batch is fed to its groups one group at a time. Snapshots
 //! write the groups changed since the previous one (`operators::delta`); a group dropped
 //! (its rows all retracted, or the state TTL) makes the next one whole.
+//!
+//! Under a memory budget (`taskmanager.memory.managed.size`) the least recently used
+//! groups move to local disk while the job's keyed state is over it
+//! ([`weir_state::cold`]), each as its snapshot row (key, `__rows`, states) in arrow's
+//! row format, and come back when a row reaches them.
 
 use super::GroupAggregateFactory;
 use crate::operators::aggregate::{
@@ -11,10 +16,10 @@ use crate::operators::aggregate::{
 };
 use crate::operators::delta::{DeltaSnapshots, row_key_hashes};
 use crate::operators::keys;
-use crate::operators::state::{Ttl, now_ms, restored_batches};
+use crate::operators::state::{Ttl, item_batches, now_ms};
 use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
-use arrow::row::{OwnedRow, RowConverter};
+use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
 use datafusion::common::ScalarValue;
 use std::collections::{HashMap, HashSet};
@@ -23,6 +28,7 @@ use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
+use weir_state::cold::{self, ColdEntries};
 
 /// A row-at-a-time group aggregate for retracting inputs and aggregates the vectorized
 /// one does not take.
@@ -39,6 +45,9 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
         ttl: Ttl::new(f.state_ttl),
         delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
         changed: HashSet::new(),
+        cold: ColdEntries::new(f.state_memory.clone()),
+        cold_rows: None,
+        hot_bytes: 0,
     }))
 }
 
@@ -48,6 +57,24 @@ struct Group {
     accumulators: Accumulators,
     /// When a row last reached the group (for the state TTL).
     touched: u64,
+    /// What it takes in memory, as [`Group::measure`] last found.
+    bytes: u64,
+}
+
+impl Group {
+    /// Memory of a group besides its key's bytes and its accumulators (about).
+    const OVERHEAD: usize = 96;
+
+    /// Measures what the group (of key `key`) takes in memory; returns how much that
+    /// grew (negative: shrank).
+    fn measure(&mut self, key: &OwnedRow) -> i64 {
+        let bytes = (Self::OVERHEAD
+            + key.row().as_ref().len()
+            + self.accumulators.iter().map(|a| a.size()).sum::<usize>()) as u64;
+        let grew = bytes as i64 - self.bytes as i64;
+        self.bytes = bytes;
+        grew
+    }
 }
 
 struct GroupAggregate {
@@ -63,6 +90,12 @@ struct GroupAggregate {
     /// What earlier snapshots wrote, and the groups changed since.
     delta: DeltaSnapshots<OwnedRow>,
     changed: HashSet<OwnedRow>,
+    /// Groups moved to disk (see the module docs).
+    cold: ColdEntries,
+    /// The schema of the groups' snapshot rows and their row format, once groups moved.
+    cold_rows: Option<(SchemaRef, RowConverter)>,
+    /// What the groups in `groups` take, as their `bytes` say.
+    hot_bytes: u64,
 }
 
 impl GroupAggregate {
@@ -71,6 +104,173 @@ impl GroupAggregate {
         self.changed.clear();
         self.delta.start_over();
     }
+
+    fn layout(&self) -> StateLayout<'_> {
+        StateLayout {
+            converter: &self.converter,
+            input_schema: &self.input_schema,
+            keys: &self.keys,
+            aggregates: &self.aggregates,
+            retract: self.retract,
+        }
+    }
+
+    /// The groups of snapshot rows `batch` (key columns, `__rows`, states).
+    fn groups_of(&self, batch: &RecordBatch) -> Result<Vec<(OwnedRow, Group)>> {
+        let k = keys::width(&self.keys);
+        let rows = self.converter.convert_columns(&batch.columns()[..k])?;
+        let counts = batch.column(k).as_primitive::<Int64Type>();
+        let now = now_ms();
+        (0..batch.num_rows())
+            .map(|r| {
+                let key = rows.row(r).owned();
+                let mut group = Group {
+                    rows: counts.value(r),
+                    accumulators: restore_accumulators(
+                        &self.aggregates,
+                        self.retract,
+                        batch,
+                        k + 1,
+                        r,
+                    )?,
+                    touched: now,
+                    bytes: 0,
+                };
+                group.measure(&key);
+                Ok((key, group))
+            })
+            .collect()
+    }
+
+    /// Keeps `group` in memory.
+    fn keep(&mut self, key: OwnedRow, group: Group) {
+        self.hot_bytes += group.bytes;
+        if let Some(old) = self.groups.insert(key, group) {
+            self.hot_bytes -= old.bytes;
+        }
+    }
+
+    /// Takes the groups of `keys` that are on disk back into memory.
+    fn bring_back(&mut self, keys: impl Iterator<Item = OwnedRow>) -> Result<()> {
+        let mut values = Vec::new();
+        for key in keys {
+            let hash = cold::hash(key.row().as_ref());
+            if self.cold.may_hold(hash)
+                && !self.groups.contains_key(&key)
+                && let Some((value, _)) = self.cold.take(hash, key.row().as_ref())?
+            {
+                values.push(value);
+            }
+        }
+        if values.is_empty() {
+            return Ok(());
+        }
+        let batch = from_disk(self.cold_rows.as_ref(), &values)?;
+        for (key, group) in self.groups_of(&batch)? {
+            self.keep(key, group);
+        }
+        Ok(())
+    }
+
+    /// While the job's state is over its budget, moves the least recently used groups to
+    /// disk.
+    fn relieve(&mut self) -> Result<()> {
+        if !self.cold.set_hot(self.hot_bytes) {
+            return Ok(());
+        }
+        let target = self.cold.hot_target();
+        let mut by_age: Vec<(u64, &OwnedRow)> =
+            self.groups.iter().map(|(k, g)| (g.touched, k)).collect();
+        by_age.sort_unstable_by_key(|(t, _)| *t);
+        let mut freed = 0;
+        let mut moving = Vec::new();
+        for (_, key) in by_age {
+            if self.hot_bytes - freed <= target {
+                break;
+            }
+            freed += self.groups[key].bytes;
+            moving.push(key.clone());
+        }
+        let mut taken: Vec<(OwnedRow, Group)> = (moving.iter())
+            .map(|k| self.groups.remove_entry(k).expect("a kept group"))
+            .collect();
+        self.hot_bytes -= freed;
+        let batch = state_batch(&self.layout(), &mut taken)?;
+        if self.cold_rows.is_none() {
+            let fields: Vec<SortField> = (batch.schema().fields().iter())
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect();
+            match RowConverter::new(fields) {
+                Ok(converter) => self.cold_rows = Some((batch.schema(), converter)),
+                Err(e) => {
+                    // A state type the row format does not take: the groups stay.
+                    tracing::warn!("groups of this aggregate cannot move to disk: {e}");
+                    for (key, group) in taken {
+                        self.keep(key, group);
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        let (_, codec) = self.cold_rows.as_ref().expect("set above");
+        let rows = codec.convert_columns(batch.columns())?;
+        for (i, (key, group)) in taken.into_iter().enumerate() {
+            let k = key.row();
+            let value = rows.row(i);
+            if !self.cold.put(
+                cold::hash(k.as_ref()),
+                k.as_ref(),
+                value.as_ref(),
+                group.touched,
+            )? {
+                self.keep(key, group);
+            }
+        }
+        self.cold.set_hot(self.hot_bytes);
+        Ok(())
+    }
+}
+
+/// Snapshot rows read from disk, in the row format `codec` (whose schema is theirs).
+fn from_disk(codec: Option<&(SchemaRef, RowConverter)>, values: &[Vec<u8>]) -> Result<RecordBatch> {
+    let (schema, codec) =
+        codec.ok_or_else(|| weir_common::Error::internal("groups on disk without a row format"))?;
+    let parser = codec.parser();
+    let columns = codec.convert_rows(values.iter().map(|v| parser.parse(v)))?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// What the snapshot rows of groups are made with.
+#[derive(Clone, Copy)]
+struct StateLayout<'a> {
+    converter: &'a RowConverter,
+    input_schema: &'a SchemaRef,
+    keys: &'a [usize],
+    aggregates: &'a [AggregateSpec],
+    retract: bool,
+}
+
+/// The snapshot rows of `groups`: key columns, `__rows`, each aggregate's state fields.
+fn state_batch(s: &StateLayout<'_>, groups: &mut [(OwnedRow, Group)]) -> Result<RecordBatch> {
+    let StateLayout {
+        converter,
+        input_schema,
+        keys,
+        aggregates,
+        retract,
+    } = *s;
+    let key_columns = converter.convert_rows(groups.iter().map(|(k, _)| k.row()));
+    let counts: ArrayRef = Arc::new(arrow::array::Int64Array::from(
+        groups.iter().map(|(_, g)| g.rows).collect::<Vec<_>>(),
+    ));
+    let states = state_columns(
+        aggregates,
+        retract,
+        groups.iter_mut().map(|(_, g)| &mut g.accumulators),
+    );
+    let mut columns = vec![(Field::new("__rows", DataType::Int64, false), counts)];
+    columns.extend(states?);
+    keyed_columns_batch(input_schema, keys, key_columns?, columns)
 }
 
 /// The rows of one group within a batch.
@@ -83,21 +283,20 @@ struct Touched {
 #[async_trait]
 impl Operator for GroupAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        let k = keys::width(&self.keys);
-        for batch in restored_batches(restored)? {
-            let rows = self.converter.convert_columns(&batch.columns()[..k])?;
-            let counts = batch.column(k).as_primitive::<Int64Type>().clone();
-            for r in 0..batch.num_rows() {
-                let accumulators =
-                    restore_accumulators(&self.aggregates, self.retract, &batch, k + 1, r)?;
-                self.groups.insert(
-                    rows.row(r).owned(),
-                    Group {
-                        rows: counts.value(r),
-                        accumulators,
-                        touched: now_ms(),
-                    },
-                );
+        // A group in a later part of its key group replaces its earlier state.
+        let Some(state) = restored else {
+            return Ok(());
+        };
+        for item in &state.items {
+            for batch in item_batches(&state, item)? {
+                for (key, group) in self.groups_of(&batch)? {
+                    let hash = cold::hash(key.row().as_ref());
+                    if self.cold.may_hold(hash) {
+                        self.cold.take(hash, key.row().as_ref())?;
+                    }
+                    self.keep(key, group);
+                }
+                self.relieve()?;
             }
         }
         Ok(())
@@ -135,11 +334,21 @@ impl Operator for GroupAggregate {
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
             // Expired groups are forgotten without output, as in Flink.
-            let before = self.groups.len();
-            self.groups.retain(|_, g| g.touched >= cutoff);
-            if self.groups.len() < before {
+            let mut freed = 0;
+            self.groups.retain(|_, g| {
+                let keep = g.touched >= cutoff;
+                if !keep {
+                    freed += g.bytes;
+                }
+                keep
+            });
+            self.hot_bytes -= freed;
+            if freed > 0 || self.cold.expire(cutoff)? > 0 {
                 self.start_over();
             }
+        }
+        if !self.cold.is_empty() {
+            self.bring_back(touched.iter().map(|t| rows.row(t.first).owned()))?;
         }
         let mut key_rows: Vec<u32> = Vec::new();
         let mut values: Vec<Vec<ScalarValue>> = Vec::new();
@@ -162,6 +371,7 @@ impl Operator for GroupAggregate {
                             rows: 0,
                             accumulators,
                             touched: 0,
+                            bytes: 0,
                         },
                     );
                     None
@@ -172,8 +382,10 @@ impl Operator for GroupAggregate {
             inputs.feed(&mut group.accumulators, &t.added, false)?;
             inputs.feed(&mut group.accumulators, &t.retracted, true)?;
             group.rows += t.added.len() as i64 - t.retracted.len() as i64;
+            self.hot_bytes = self.hot_bytes.saturating_add_signed(group.measure(&key));
             if group.rows <= 0 {
-                self.groups.remove(&key);
+                let dropped = self.groups.remove(&key).expect("group");
+                self.hot_bytes -= dropped.bytes;
                 // A dropped group is in no later part: the next snapshot is whole.
                 self.start_over();
                 if let Some(old) = old {
@@ -192,6 +404,7 @@ impl Operator for GroupAggregate {
                 Some(_) => {}
             }
         }
+        self.relieve()?;
         if key_rows.is_empty() {
             return Ok(());
         }
@@ -203,43 +416,60 @@ impl Operator for GroupAggregate {
     }
 
     fn state_bytes(&self) -> usize {
-        self.groups
-            .iter()
-            .map(|(k, g)| {
-                k.row().as_ref().len() + g.accumulators.iter().map(|a| a.size()).sum::<usize>()
-            })
-            .sum::<usize>()
+        (self.hot_bytes + self.cold.on_disk()) as usize
             + self.delta.size(std::mem::size_of::<OwnedRow>() + 16)
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
-        if self.groups.is_empty() {
+        if self.groups.is_empty() && self.cold.is_empty() {
             self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
         let changed: Vec<OwnedRow> = match self.delta.whole() {
             true => {
                 self.changed.clear();
-                self.groups.keys().cloned().collect()
+                let mut keys: Vec<OwnedRow> = self.groups.keys().cloned().collect();
+                let parser = self.converter.parser();
+                self.cold.for_each(|key, _| {
+                    keys.push(parser.parse(key).owned());
+                    Ok(())
+                })?;
+                keys
             }
             false => self.changed.drain().collect(),
         };
-        let (converter, groups) = (&self.converter, &mut self.groups);
-        let (input_schema, keys) = (&self.input_schema, &self.keys);
-        let hashes_of = |rows: &[OwnedRow]| row_key_hashes(converter, rows, keys.len());
+        let layout = StateLayout {
+            converter: &self.converter,
+            input_schema: &self.input_schema,
+            keys: &self.keys,
+            aggregates: &self.aggregates,
+            retract: self.retract,
+        };
+        let groups = &mut self.groups;
+        let (on_disk, cold_rows) = (&self.cold, self.cold_rows.as_ref());
+        let hashes_of =
+            |rows: &[OwnedRow]| row_key_hashes(layout.converter, rows, layout.keys.len());
         let rows_of = |rows: &[OwnedRow]| -> Result<RecordBatch> {
             // Taken out of the map while their accumulators give their state.
-            let mut taken: Vec<(OwnedRow, Group)> =
-                rows.iter().filter_map(|k| groups.remove_entry(k)).collect();
-            let key_columns = converter.convert_rows(taken.iter().map(|(k, _)| k.row()));
-            let counts: ArrayRef = Arc::new(arrow::array::Int64Array::from(
-                taken.iter().map(|(_, g)| g.rows).collect::<Vec<_>>(),
-            ));
-            let states = state_columns(taken.iter_mut().map(|(_, g)| &mut g.accumulators));
+            let mut taken = Vec::new();
+            let mut values = Vec::new();
+            for key in rows {
+                match groups.remove_entry(key) {
+                    Some(group) => taken.push(group),
+                    None => values
+                        .extend(on_disk.get(cold::hash(key.row().as_ref()), key.row().as_ref())?),
+                }
+            }
+            let in_memory = state_batch(&layout, &mut taken);
             groups.extend(taken);
-            let mut columns = vec![(Field::new("__rows", DataType::Int64, false), counts)];
-            columns.extend(states?);
-            keyed_columns_batch(input_schema, keys, key_columns?, columns)
+            match (values.is_empty(), in_memory?) {
+                (true, batch) => Ok(batch),
+                (false, batch) if batch.num_rows() == 0 => from_disk(cold_rows, &values),
+                (false, batch) => Ok(arrow::compute::concat_batches(
+                    &batch.schema(),
+                    [&batch, &from_disk(cold_rows, &values)?],
+                )?),
+            }
         };
         self.delta.snapshot(checkpoint, changed, hashes_of, rows_of)
     }

@@ -259,6 +259,21 @@ impl ColdEntries {
             .map(|(_, bytes)| split(&bytes).expect("read").1.to_vec()))
     }
 
+    /// The entry under `hash` (there is one at most): its key and its value, left here.
+    pub fn get_by_hash(&self, hash: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some(loc) = self.index.get(&hash).copied() else {
+            return Ok(None);
+        };
+        let bytes = self.read(loc)?;
+        let (key, value) = split(&bytes)?;
+        Ok(Some((key.to_vec(), value.to_vec())))
+    }
+
+    /// The hashes of the entries here.
+    pub fn hashes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.index.keys().copied()
+    }
+
     /// Takes the entry of `key` (of hash `hash`) out: its value and when it was last used.
     pub fn take(&mut self, hash: u64, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
         let Some((loc, bytes)) = self.find(hash, key)? else {
@@ -415,6 +430,12 @@ mod tests {
         assert_eq!(cold.get(hash(&key), &key).unwrap(), Some(value(7)));
         assert_eq!(cold.take(hash(&key), &key).unwrap(), Some((value(7), 7)));
         assert_eq!(cold.take(hash(&key), &key).unwrap(), None, "taken once");
+        let key = 9u64.to_le_bytes();
+        assert_eq!(
+            cold.get_by_hash(hash(&key)).unwrap(),
+            Some((key.to_vec(), value(9)))
+        );
+        assert_eq!(cold.hashes().count(), 19_999);
         // Another key under a taken hash is not found.
         assert_eq!(cold.get(hash(&8u64.to_le_bytes()), &key).unwrap(), None);
         let mut seen = 0;

@@ -16,6 +16,13 @@
 //!
 //! So the cost of a batch is proportional to its rows and the groups it touches, never to
 //! the groups held.
+//!
+//! Each group also keeps its key's hash ([`weir_state::key`]), which names it in delta
+//! snapshots and on disk: under a memory budget (`taskmanager.memory.managed.size`) the
+//! least recently used groups move to local disk while the job's keyed state is over it
+//! ([`weir_state::cold`], each as its snapshot row in arrow's row format), and the table
+//! and columns are rebuilt from the groups kept, as the state TTL does. A new group of a
+//! batch whose hash is on disk takes its state back from there.
 
 use super::GroupAggregateFactory;
 use crate::operators::aggregate::{
@@ -23,18 +30,21 @@ use crate::operators::aggregate::{
 };
 use crate::operators::delta::{ChangedIds, DeltaSnapshots};
 use crate::operators::keys;
-use crate::operators::state::{Ttl, now_ms, restored_batches};
+use crate::operators::state::{Ttl, item_batches, now_ms};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int8Array, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
+use arrow::row::{RowConverter, SortField};
 use async_trait::async_trait;
 use datafusion::logical_expr::EmitTo;
 use datafusion::physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Error, Result};
 use weir_runtime::{Operator, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
+use weir_state::cold::ColdEntries;
 use weir_state::columns::{GroupColumn, column_of, new_column};
 
 pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<dyn Operator>> {
@@ -58,6 +68,11 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
                 .collect(),
         );
     }
+    let key_rows = RowConverter::new(
+        (key_schema.fields().iter())
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect(),
+    )?;
     Ok(Box::new(VectorizedGroupAggregate {
         keys: f.keys.clone(),
         aggregates: f.aggregates.clone(),
@@ -73,6 +88,11 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
         ttl: Ttl::new(f.state_ttl),
         delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
         changed: ChangedIds::default(),
+        changed_hashes: HashSet::new(),
+        hashes: Vec::new(),
+        cold: ColdEntries::new(f.state_memory.clone()),
+        key_rows,
+        cold_rows: None,
         ids: Vec::new(),
         slot: Vec::new(),
     }))
@@ -97,9 +117,20 @@ struct VectorizedGroupAggregate {
     /// Per aggregate, the value last emitted per group (of the output's type).
     emitted: Vec<Box<dyn GroupColumn>>,
     ttl: Option<Ttl>,
-    /// What earlier snapshots wrote, and the groups changed since.
-    delta: DeltaSnapshots<u32>,
+    /// What earlier snapshots wrote (keys are key hashes), and the groups changed since:
+    /// by id, and by hash for those that moved to disk or were renumbered since.
+    delta: DeltaSnapshots<u64>,
     changed: ChangedIds,
+    changed_hashes: HashSet<u64>,
+    /// Each group's key hash.
+    hashes: Vec<u64>,
+    /// Groups moved to disk (see the module docs).
+    cold: ColdEntries,
+    /// The key columns' row format: a key's bytes on disk.
+    key_rows: RowConverter,
+    /// The schema of the groups' snapshot rows and their row format, once groups moved
+    /// (`None` inside when the row format does not take the state's types).
+    cold_rows: Option<Option<(SchemaRef, RowConverter)>>,
     /// Scratch: the group id of each row of the batch.
     ids: Vec<usize>,
     /// Scratch: per group, its position among the batch's touched groups (`u32::MAX`
@@ -123,6 +154,7 @@ impl VectorizedGroupAggregate {
     fn grow(&mut self, len: usize) {
         self.rows.resize(len, 0);
         self.touched.resize(len, 0);
+        self.hashes.resize(len, 0);
         self.slot.resize(len, u32::MAX);
         for column in self.states.iter_mut().flatten().chain(&mut self.emitted) {
             column.grow(len);
@@ -184,17 +216,30 @@ impl VectorizedGroupAggregate {
         Ok(keys)
     }
 
-    /// Drops the groups no row reached since `cutoff` (without output, as in Flink) by
-    /// rebuilding the table and columns from the groups kept.
+    /// Drops the groups no row reached since `cutoff` (without output, as in Flink), in
+    /// memory and on disk.
     fn expire(&mut self, cutoff: u64) -> Result<()> {
+        let expired_on_disk = self.cold.expire(cutoff)?;
         let keep: Vec<u32> = (0..self.rows.len() as u32)
             .filter(|g| self.touched[*g as usize] >= cutoff)
             .collect();
-        if keep.len() == self.rows.len() {
+        if keep.len() == self.rows.len() && expired_on_disk == 0 {
             return Ok(());
         }
-        let keys = self.groups.emit(EmitTo::All)?;
-        let take = UInt32Array::from(keep.clone());
+        if keep.len() < self.rows.len() {
+            let keys = self.groups.emit(EmitTo::All)?;
+            self.retain(&keys, &keep)?;
+        }
+        self.changed.clear();
+        self.changed_hashes.clear();
+        self.delta.start_over();
+        Ok(())
+    }
+
+    /// Rebuilds the table and the columns from the groups `keep` (ascending ids), whose
+    /// keys are among `keys` (every group's, in id order): the groups get new ids.
+    fn retain(&mut self, keys: &[ArrayRef], keep: &[u32]) -> Result<()> {
+        let take = UInt32Array::from(keep.to_vec());
         let keys = keys
             .iter()
             .map(|k| arrow::compute::take(k, &take, None))
@@ -203,12 +248,147 @@ impl VectorizedGroupAggregate {
         self.groups.intern(&keys, &mut self.ids)?;
         self.rows = keep.iter().map(|g| self.rows[*g as usize]).collect();
         self.touched = keep.iter().map(|g| self.touched[*g as usize]).collect();
+        self.hashes = keep.iter().map(|g| self.hashes[*g as usize]).collect();
         self.slot = vec![u32::MAX; keep.len()];
         for column in self.states.iter_mut().flatten().chain(&mut self.emitted) {
-            *column = column_of(&column.gather(&keep)?)?;
+            *column = column_of(&column.gather(keep)?)?;
         }
-        self.changed.clear();
-        self.delta.start_over();
+        Ok(())
+    }
+
+    /// Sets the hashes of the groups new since there were `before` (the batch's rows are
+    /// in `self.ids`); returns the hash of every row, when there were new groups.
+    fn hash_new_groups(
+        &mut self,
+        key_columns: &[ArrayRef],
+        before: usize,
+    ) -> Result<Option<Vec<u64>>> {
+        if self.groups.len() == before {
+            return Ok(None);
+        }
+        let hashed: Vec<&dyn Array> = key_columns[..self.keys.len()]
+            .iter()
+            .map(|c| c.as_ref())
+            .collect();
+        let hashes = weir_state::key::hash_arrays(&hashed, self.ids.len())?;
+        for (g, h) in self.ids.iter().zip(&hashes) {
+            if *g >= before {
+                self.hashes[*g] = *h;
+            }
+        }
+        Ok(Some(hashes))
+    }
+
+    /// The new groups (ids from `before`) of a batch whose keys (`key_columns`, hashes
+    /// `hashes`, group ids in `self.ids`) are on disk: taken out of there, and when
+    /// `restore` their state is set from it (otherwise a restore's state replaces it).
+    fn take_from_disk(
+        &mut self,
+        key_columns: &[ArrayRef],
+        hashes: &[u64],
+        before: usize,
+        restore: bool,
+    ) -> Result<()> {
+        let mut key_rows = None;
+        let mut seen = HashSet::new();
+        let (mut ids, mut values) = (Vec::new(), Vec::new());
+        for (row, (g, h)) in self.ids.iter().zip(hashes).enumerate() {
+            if *g < before || !self.cold.may_hold(*h) || !seen.insert(*g) {
+                continue;
+            }
+            if key_rows.is_none() {
+                key_rows = Some(self.key_rows.convert_columns(key_columns)?);
+            }
+            let key = key_rows.as_ref().expect("converted").row(row);
+            if let Some((value, _)) = self.cold.take(*h, key.as_ref())? {
+                ids.push(*g as u32);
+                values.push(value);
+            }
+        }
+        if ids.is_empty() || !restore {
+            return Ok(());
+        }
+        let batch = from_disk(self.cold_rows.as_ref().and_then(|c| c.as_ref()), &values)?;
+        let k = keys::width(&self.keys);
+        let counts = batch.column(k).as_primitive::<Int64Type>();
+        for (r, g) in ids.iter().enumerate() {
+            self.rows[*g as usize] = counts.value(r);
+        }
+        for (col, column) in (k + 1..).zip(self.states.iter_mut().flatten()) {
+            column.scatter(&ids, batch.column(col))?;
+        }
+        for a in 0..self.aggregates.len() {
+            let state = self.states[a]
+                .iter()
+                .map(|c| c.gather(&ids))
+                .collect::<Result<Vec<_>, _>>()?;
+            let values = self.evaluate(a, &state)?;
+            self.emitted[a].scatter(&ids, &values)?;
+        }
+        Ok(())
+    }
+
+    /// What the groups in memory take (about).
+    fn hot_bytes(&self) -> u64 {
+        (self.groups.size()
+            + self.rows.len() * 24
+            + (self.states.iter().flatten().chain(&self.emitted))
+                .map(|c| c.size())
+                .sum::<usize>()) as u64
+    }
+
+    /// While the job's state is over its budget, moves the least recently used groups to
+    /// disk (their share of what the groups take) and rebuilds the table from the rest.
+    fn relieve(&mut self) -> Result<()> {
+        let hot = self.hot_bytes();
+        if self.keys.is_empty() || self.rows.is_empty() || !self.cold.set_hot(hot) {
+            return Ok(());
+        }
+        if matches!(self.cold_rows, Some(None)) {
+            return Ok(()); // state types the row format does not take
+        }
+        let n = self.rows.len();
+        let kept = (n as u128 * self.cold.hot_target() as u128 / hot.max(1) as u128) as usize;
+        let moving = n - kept.min(n - 1);
+        let mut oldest: Vec<u32> = (0..n as u32).collect();
+        oldest.select_nth_unstable_by_key(moving - 1, |g| self.touched[*g as usize]);
+        let mut moving: Vec<u32> = oldest[..moving].to_vec();
+        moving.sort_unstable();
+        let keys = self.groups.emit(EmitTo::All)?;
+        let batch = self.rows_of(&keys, &moving)?;
+        if self.cold_rows.is_none() {
+            let fields = (batch.schema().fields().iter())
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect();
+            self.cold_rows = Some(match RowConverter::new(fields) {
+                Ok(converter) => Some((batch.schema(), converter)),
+                Err(e) => {
+                    tracing::warn!("groups of this aggregate cannot move to disk: {e}");
+                    None
+                }
+            });
+        }
+        let mut stays = vec![true; n];
+        if let Some(Some((_, codec))) = &self.cold_rows {
+            let k = keys::width(&self.keys);
+            let values = codec.convert_columns(batch.columns())?;
+            let key_rows = self.key_rows.convert_columns(&batch.columns()[..k])?;
+            for g in self.changed.take() {
+                self.changed_hashes.insert(self.hashes[g as usize]);
+            }
+            for (i, g) in moving.iter().enumerate() {
+                let g = *g as usize;
+                stays[g] = !self.cold.put(
+                    self.hashes[g],
+                    key_rows.row(i).as_ref(),
+                    values.row(i).as_ref(),
+                    self.touched[g],
+                )?;
+            }
+        }
+        let keep: Vec<u32> = (0..n as u32).filter(|g| stays[*g as usize]).collect();
+        self.retain(&keys, &keep)?;
+        self.cold.set_hot(self.hot_bytes());
         Ok(())
     }
 
@@ -233,6 +413,15 @@ impl VectorizedGroupAggregate {
     }
 }
 
+/// Snapshot rows read from disk, in the row format `codec` (whose schema is theirs).
+fn from_disk(codec: Option<&(SchemaRef, RowConverter)>, values: &[Vec<u8>]) -> Result<RecordBatch> {
+    let (schema, codec) =
+        codec.ok_or_else(|| Error::internal("groups on disk without a row format"))?;
+    let parser = codec.parser();
+    let columns = codec.convert_rows(values.iter().map(|v| parser.parse(v)))?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
 /// Where `old` and `new` differ (NULLs equal to each other).
 fn changed(old: &ArrayRef, new: &ArrayRef) -> Result<BooleanArray> {
     if let Ok(mask) = arrow::compute::kernels::cmp::distinct(old, new) {
@@ -249,18 +438,32 @@ fn changed(old: &ArrayRef, new: &ArrayRef) -> Result<BooleanArray> {
 impl Operator for VectorizedGroupAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
         let k = keys::width(&self.keys);
-        for batch in restored_batches(restored)? {
-            self.groups.intern(&batch.columns()[..k], &mut self.ids)?;
-            let ids: Vec<u32> = self.ids.iter().map(|g| *g as u32).collect();
-            self.grow(self.groups.len());
-            let counts = batch.column(k).as_primitive::<Int64Type>();
-            let now = now_ms();
-            for (r, g) in ids.iter().enumerate() {
-                self.rows[*g as usize] = counts.value(r);
-                self.touched[*g as usize] = now;
-            }
-            for (col, column) in (k + 1..).zip(self.states.iter_mut().flatten()) {
-                column.scatter(&ids, batch.column(col))?;
+        let Some(state) = restored else {
+            return Ok(());
+        };
+        for item in &state.items {
+            for batch in item_batches(&state, item)? {
+                let before = self.rows.len();
+                let key_columns = &batch.columns()[..k];
+                self.groups.intern(key_columns, &mut self.ids)?;
+                self.grow(self.groups.len());
+                if let Some(hashes) = self.hash_new_groups(key_columns, before)?
+                    && !self.cold.is_empty()
+                {
+                    // A key that moved to disk from an earlier part: this part replaces it.
+                    self.take_from_disk(key_columns, &hashes, before, false)?;
+                }
+                let ids: Vec<u32> = self.ids.iter().map(|g| *g as u32).collect();
+                let counts = batch.column(k).as_primitive::<Int64Type>();
+                let now = now_ms();
+                for (r, g) in ids.iter().enumerate() {
+                    self.rows[*g as usize] = counts.value(r);
+                    self.touched[*g as usize] = now;
+                }
+                for (col, column) in (k + 1..).zip(self.states.iter_mut().flatten()) {
+                    column.scatter(&ids, batch.column(col))?;
+                }
+                self.relieve()?;
             }
         }
         if self.rows.is_empty() {
@@ -295,8 +498,14 @@ impl Operator for VectorizedGroupAggregate {
             self.expire(cutoff)?;
         }
         let key_columns = keys::columns(&data, &self.keys);
+        let before = self.rows.len();
         self.groups.intern(&key_columns, &mut self.ids)?;
         self.grow(self.groups.len());
+        if let Some(hashes) = self.hash_new_groups(&key_columns, before)?
+            && !self.cold.is_empty()
+        {
+            self.take_from_disk(&key_columns, &hashes, before, true)?;
+        }
         let touched = self.touch(now);
         self.changed.mark(&touched.ids);
         let t = touched.ids.len();
@@ -339,6 +548,7 @@ impl Operator for VectorizedGroupAggregate {
             old_values.push(old);
             new_values.push(new);
         }
+        self.relieve()?;
 
         // The changes, in order of the groups' first rows: (0, i) is old value i, (1, l)
         // the new value of touched group l.
@@ -381,51 +591,80 @@ impl Operator for VectorizedGroupAggregate {
     }
 
     fn state_bytes(&self) -> usize {
-        self.groups.size()
-            + self.rows.capacity() * 8
-            + self.touched.capacity() * 8
-            + self
-                .states
-                .iter()
-                .flatten()
-                .chain(&self.emitted)
-                .map(|c| c.size())
-                .sum::<usize>()
-            + self.delta.size(4)
+        (self.hot_bytes() + self.cold.on_disk()) as usize + self.delta.size(8)
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
-        if self.rows.is_empty() {
+        if self.rows.is_empty() && self.cold.is_empty() {
             self.changed.clear();
+            self.changed_hashes.clear();
             self.delta.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let changed = match self.delta.whole() {
+        let mut changed: Vec<u64> = match self.delta.whole() {
             true => {
                 self.changed.clear();
-                (0..self.rows.len() as u32).collect()
+                self.changed_hashes.clear();
+                self.hashes
+                    .iter()
+                    .copied()
+                    .chain(self.cold.hashes())
+                    .collect()
             }
-            false => self.changed.take(),
+            false => {
+                let ids = self.changed.take();
+                let by_id = ids.iter().map(|g| self.hashes[*g as usize]);
+                by_id.chain(self.changed_hashes.drain()).collect()
+            }
         };
-        let keys = match changed.is_empty() {
+        changed.sort_unstable();
+        changed.dedup();
+        let keys = match changed.is_empty() || self.rows.is_empty() {
             true => Vec::new(),
             false => self.all_keys()?,
         };
-        let hashed = self.keys.len();
-        let hashes_of = |ids: &[u32]| -> Result<Vec<u64>> {
-            let take = UInt32Array::from(ids.to_vec());
-            let columns = keys[..hashed]
-                .iter()
-                .map(|k| arrow::compute::take(k, &take, None))
-                .collect::<Result<Vec<_>, _>>()?;
-            let columns: Vec<&dyn Array> = columns.iter().map(|c| c.as_ref()).collect();
-            weir_state::key::hash_arrays(&columns, ids.len())
-        };
+        let mut by_hash: HashMap<u64, Vec<u32>> = HashMap::new();
+        if !changed.is_empty() {
+            for (g, h) in self.hashes.iter().enumerate() {
+                by_hash.entry(*h).or_default().push(g as u32);
+            }
+        }
         // The delta bookkeeping is taken out while it reads this aggregate's groups.
         let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
-        let state = delta.snapshot(checkpoint, changed, hashes_of, |ids| {
-            self.rows_of(&keys, ids)
-        });
+        let state = delta.snapshot(
+            checkpoint,
+            changed,
+            |hashes| Ok(hashes.to_vec()),
+            |hashes| {
+                let mut ids = Vec::new();
+                let mut values = Vec::new();
+                for h in hashes {
+                    ids.extend(by_hash.get(h).into_iter().flatten());
+                    if self.cold.may_hold(*h)
+                        && let Some((_, value)) = self.cold.get_by_hash(*h)?
+                    {
+                        values.push(value);
+                    }
+                }
+                ids.sort_unstable();
+                let codec = self.cold_rows.as_ref().and_then(|c| c.as_ref());
+                match (ids.is_empty(), values.is_empty()) {
+                    (_, true) if !keys.is_empty() => self.rows_of(&keys, &ids),
+                    (true, false) => from_disk(codec, &values),
+                    (false, false) => {
+                        let hot = self.rows_of(&keys, &ids)?;
+                        let cold = from_disk(codec, &values)?;
+                        Ok(arrow::compute::concat_batches(
+                            &hot.schema(),
+                            [&hot, &cold],
+                        )?)
+                    }
+                    _ => Err(Error::internal(
+                        "a changed group is neither in memory nor on disk",
+                    )),
+                }
+            },
+        );
         self.delta = delta;
         state
     }

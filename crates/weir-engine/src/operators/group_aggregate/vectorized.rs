@@ -257,49 +257,56 @@ impl VectorizedGroupAggregate {
     }
 
     /// Sets the hashes of the groups new since there were `before` (the batch's rows are
-    /// in `self.ids`); returns the hash of every row, when there were new groups.
+    /// in `self.ids`); returns each new group's first row, id and hash.
     fn hash_new_groups(
         &mut self,
         key_columns: &[ArrayRef],
         before: usize,
-    ) -> Result<Option<Vec<u64>>> {
+    ) -> Result<Vec<(usize, usize, u64)>> {
         if self.groups.len() == before {
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        let hashed: Vec<&dyn Array> = key_columns[..self.keys.len()]
-            .iter()
-            .map(|c| c.as_ref())
-            .collect();
-        let hashes = weir_state::key::hash_arrays(&hashed, self.ids.len())?;
-        for (g, h) in self.ids.iter().zip(&hashes) {
-            if *g >= before {
-                self.hashes[*g] = *h;
+        let mut seen = vec![false; self.groups.len() - before];
+        let mut first: Vec<(usize, usize)> = Vec::with_capacity(seen.len());
+        for (row, g) in self.ids.iter().enumerate() {
+            if *g >= before && !std::mem::replace(&mut seen[*g - before], true) {
+                first.push((row, *g));
             }
         }
-        Ok(Some(hashes))
+        let take = UInt32Array::from_iter_values(first.iter().map(|(row, _)| *row as u32));
+        let hashed = key_columns[..self.keys.len()]
+            .iter()
+            .map(|c| arrow::compute::take(c, &take, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hashed: Vec<&dyn Array> = hashed.iter().map(|c| c.as_ref()).collect();
+        let hashes = weir_state::key::hash_arrays(&hashed, first.len())?;
+        Ok((first.into_iter().zip(hashes))
+            .map(|((row, g), h)| {
+                self.hashes[g] = h;
+                (row, g, h)
+            })
+            .collect())
     }
 
-    /// The new groups (ids from `before`) of a batch whose keys (`key_columns`, hashes
-    /// `hashes`, group ids in `self.ids`) are on disk: taken out of there, and when
-    /// `restore` their state is set from it (otherwise a restore's state replaces it).
+    /// The new groups `new` (first row, id, hash) of a batch whose keys (`key_columns`)
+    /// are on disk: taken out of there, and when `restore` their state is set from it
+    /// (otherwise a restore's state replaces it).
     fn take_from_disk(
         &mut self,
         key_columns: &[ArrayRef],
-        hashes: &[u64],
-        before: usize,
+        new: &[(usize, usize, u64)],
         restore: bool,
     ) -> Result<()> {
         let mut key_rows = None;
-        let mut seen = HashSet::new();
         let (mut ids, mut values) = (Vec::new(), Vec::new());
-        for (row, (g, h)) in self.ids.iter().zip(hashes).enumerate() {
-            if *g < before || !self.cold.may_hold(*h) || !seen.insert(*g) {
+        for (row, g, h) in new {
+            if !self.cold.may_hold(*h) {
                 continue;
             }
             if key_rows.is_none() {
                 key_rows = Some(self.key_rows.convert_columns(key_columns)?);
             }
-            let key = key_rows.as_ref().expect("converted").row(row);
+            let key = key_rows.as_ref().expect("converted").row(*row);
             if let Some((value, _)) = self.cold.take(*h, key.as_ref())? {
                 ids.push(*g as u32);
                 values.push(value);
@@ -447,11 +454,10 @@ impl Operator for VectorizedGroupAggregate {
                 let key_columns = &batch.columns()[..k];
                 self.groups.intern(key_columns, &mut self.ids)?;
                 self.grow(self.groups.len());
-                if let Some(hashes) = self.hash_new_groups(key_columns, before)?
-                    && !self.cold.is_empty()
-                {
+                let new = self.hash_new_groups(key_columns, before)?;
+                if !new.is_empty() && !self.cold.is_empty() {
                     // A key that moved to disk from an earlier part: this part replaces it.
-                    self.take_from_disk(key_columns, &hashes, before, false)?;
+                    self.take_from_disk(key_columns, &new, false)?;
                 }
                 let ids: Vec<u32> = self.ids.iter().map(|g| *g as u32).collect();
                 let counts = batch.column(k).as_primitive::<Int64Type>();
@@ -501,10 +507,9 @@ impl Operator for VectorizedGroupAggregate {
         let before = self.rows.len();
         self.groups.intern(&key_columns, &mut self.ids)?;
         self.grow(self.groups.len());
-        if let Some(hashes) = self.hash_new_groups(&key_columns, before)?
-            && !self.cold.is_empty()
-        {
-            self.take_from_disk(&key_columns, &hashes, before, true)?;
+        let new = self.hash_new_groups(&key_columns, before)?;
+        if !new.is_empty() && !self.cold.is_empty() {
+            self.take_from_disk(&key_columns, &new, true)?;
         }
         let touched = self.touch(now);
         self.changed.mark(&touched.ids);

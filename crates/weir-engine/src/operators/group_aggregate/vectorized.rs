@@ -348,7 +348,8 @@ impl VectorizedGroupAggregate {
     /// disk (their share of what the groups take) and rebuilds the table from the rest.
     fn relieve(&mut self) -> Result<()> {
         let hot = self.hot_bytes();
-        if self.keys.is_empty() || self.rows.is_empty() || !self.cold.set_hot(hot) {
+        let over = self.cold.set_hot(hot);
+        if self.keys.is_empty() || self.rows.is_empty() || !over {
             return Ok(());
         }
         if matches!(self.cold_rows, Some(None)) {

@@ -1,5 +1,6 @@
 -- Session windows (legacy GROUP BY SESSION) with a legacy tumbling window beside them:
--- every 50 events time jumps 3 s, which closes each user's session (gap 2 s).
+-- every 50 events time jumps 3 s, which closes each user's session (gap 2 s). The
+-- sessions' COUNT(DISTINCT …) of strings must survive checkpoints taken mid-session.
 CREATE TABLE clicks (
   id BIGINT,
   u AS id % 7,
@@ -9,14 +10,14 @@ CREATE TABLE clicks (
   'connector' = 'datagen', 'rows-per-second' = '1000',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000'
 );
-CREATE TABLE sessions (u BIGINT, s TIMESTAMP(3), e TIMESTAMP(3), n BIGINT, lo BIGINT, hi BIGINT)
+CREATE TABLE sessions (u BIGINT, s TIMESTAMP(3), e TIMESTAMP(3), n BIGINT, lo BIGINT, hi BIGINT, d BIGINT)
 WITH ('connector' = 'filesystem', 'path' = '${out}/sessions', 'format' = 'json');
 CREATE TABLE minutes (u BIGINT, s TIMESTAMP(3), r TIMESTAMP(3), n BIGINT)
 WITH ('connector' = 'filesystem', 'path' = '${out}/minutes', 'format' = 'json');
 
 INSERT INTO sessions
 SELECT u, SESSION_START(ts, INTERVAL '2' SECOND), SESSION_END(ts, INTERVAL '2' SECOND),
-       COUNT(*), MIN(id), MAX(id)
+       COUNT(*), MIN(id), MAX(id), COUNT(DISTINCT CAST(id / 7 % 5 AS STRING))
 FROM clicks
 GROUP BY u, SESSION(ts, INTERVAL '2' SECOND);
 

@@ -179,12 +179,7 @@ impl ColdEntries {
             _ => {
                 self.flush()?;
                 if self.segments.is_empty() {
-                    tracing::info!(
-                        "keyed state is over its share of 'taskmanager.memory.managed.size' \
-                         ({} MiB for the job): moving the least recently used keys to {}",
-                        memory.budget >> 20,
-                        memory.dir.display()
-                    );
+                    memory.announce("moving the least recently used keys");
                 }
                 self.segments.push(Some(Segment {
                     file: SpillFile::create(&memory)?,

@@ -71,6 +71,17 @@ impl StateMemory {
         self.budget / self.stores.load(Ordering::Relaxed).max(1) as u64
     }
 
+    /// Says in the log, once per store, that a store started `doing` (what it moves to
+    /// disk, and where).
+    pub(crate) fn announce(&self, doing: &str) {
+        tracing::info!(
+            "keyed state is over its share of 'taskmanager.memory.managed.size' \
+             ({} MiB for the job): {doing} to {}",
+            self.budget >> 20,
+            self.dir.display()
+        );
+    }
+
     pub(crate) fn create_file(&self) -> Result<File> {
         std::fs::create_dir_all(&self.dir)
             .and_then(|_| tempfile::tempfile_in(&self.dir))
@@ -474,12 +485,7 @@ impl BatchStore {
                 }
                 _ => {
                     if self.segments.is_empty() {
-                        tracing::info!(
-                            "keyed state is over its share of 'taskmanager.memory.managed.size' \
-                             ({} MiB for the job): spilling the oldest rows to {}",
-                            memory.budget >> 20,
-                            memory.dir.display()
-                        );
+                        memory.announce("spilling the oldest rows");
                     }
                     self.segments.push(Some(Segment {
                         file: SpillFile::create(&memory)?,

@@ -180,6 +180,22 @@ pub(super) fn row_key_hashes(
     weir_state::key::hash_arrays(&columns, keys.len())
 }
 
+/// Every key of an operator whose keys are rows of `converter`: those in memory
+/// (`in_memory`), then those on disk, for a whole snapshot.
+pub(super) fn every_key<'a>(
+    in_memory: impl Iterator<Item = &'a arrow::row::OwnedRow>,
+    on_disk: &weir_state::cold::ColdEntries,
+    converter: &arrow::row::RowConverter,
+) -> Result<Vec<arrow::row::OwnedRow>> {
+    let mut keys: Vec<arrow::row::OwnedRow> = in_memory.cloned().collect();
+    let parser = converter.parser();
+    on_disk.for_each(|key, _| {
+        keys.push(parser.parse(key).owned());
+        Ok(())
+    })?;
+    Ok(keys)
+}
+
 /// Group ids changed since the previous snapshot: each once, in order of first change.
 #[derive(Default)]
 pub(super) struct ChangedIds {

@@ -21,7 +21,7 @@
 //! ([`weir_state::cold`]), and come back when a row reaches them. Snapshots read them
 //! there.
 
-use super::delta::{DeltaSnapshots, row_key_hashes};
+use super::delta::{DeltaSnapshots, every_key, row_key_hashes};
 use super::keys;
 use super::state::{Ttl, item_batches, now_ms};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
@@ -603,13 +603,7 @@ impl Operator for TopN {
         let changed: Vec<OwnedRow> = match self.delta.whole() {
             true => {
                 self.changed.clear();
-                let mut keys: Vec<OwnedRow> = self.tops.keys().cloned().collect();
-                let parser = self.partition_rows.parser();
-                self.cold.for_each(|key, _| {
-                    keys.push(parser.parse(key).owned());
-                    Ok(())
-                })?;
-                keys
+                every_key(self.tops.keys(), &self.cold, &self.partition_rows)?
             }
             false => self.changed.drain().collect(),
         };

@@ -14,12 +14,12 @@ use crate::operators::aggregate::{
     Accumulators, AggregateInputs, evaluate, keyed_columns_batch, new_accumulators,
     restore_accumulators, state_columns, value_columns,
 };
-use crate::operators::delta::{DeltaSnapshots, row_key_hashes};
+use crate::operators::delta::{DeltaSnapshots, every_key, row_key_hashes};
 use crate::operators::keys;
 use crate::operators::state::{Ttl, item_batches, now_ms};
 use arrow::array::{ArrayRef, AsArray, Int8Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
-use arrow::row::{OwnedRow, RowConverter, SortField};
+use arrow::row::{OwnedRow, RowConverter};
 use async_trait::async_trait;
 use datafusion::common::ScalarValue;
 use std::collections::{HashMap, HashSet};
@@ -92,8 +92,9 @@ struct GroupAggregate {
     changed: HashSet<OwnedRow>,
     /// Groups moved to disk (see the module docs).
     cold: ColdEntries,
-    /// The schema of the groups' snapshot rows and their row format, once groups moved.
-    cold_rows: Option<(SchemaRef, RowConverter)>,
+    /// The schema of the groups' snapshot rows and their row format, once groups moved
+    /// (`None` inside when the row format does not take the state's types).
+    cold_rows: Option<Option<(SchemaRef, RowConverter)>>,
     /// What the groups in `groups` take, as their `bytes` say.
     hot_bytes: u64,
 }
@@ -165,7 +166,7 @@ impl GroupAggregate {
         if values.is_empty() {
             return Ok(());
         }
-        let batch = from_disk(self.cold_rows.as_ref(), &values)?;
+        let batch = super::from_disk(self.cold_rows.as_ref().and_then(|c| c.as_ref()), &values)?;
         for (key, group) in self.groups_of(&batch)? {
             self.keep(key, group);
         }
@@ -175,7 +176,7 @@ impl GroupAggregate {
     /// While the job's state is over its budget, moves the least recently used groups to
     /// disk.
     fn relieve(&mut self) -> Result<()> {
-        if !self.cold.set_hot(self.hot_bytes) {
+        if !self.cold.set_hot(self.hot_bytes) || matches!(self.cold_rows, Some(None)) {
             return Ok(());
         }
         let target = self.cold.hot_target();
@@ -200,22 +201,15 @@ impl GroupAggregate {
         self.hot_bytes -= freed;
         let batch = state_batch(&self.layout(), &mut taken)?;
         if self.cold_rows.is_none() {
-            let fields: Vec<SortField> = (batch.schema().fields().iter())
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect();
-            match RowConverter::new(fields) {
-                Ok(converter) => self.cold_rows = Some((batch.schema(), converter)),
-                Err(e) => {
-                    // A state type the row format does not take: the groups stay.
-                    tracing::warn!("groups of this aggregate cannot move to disk: {e}");
-                    for (key, group) in taken {
-                        self.keep(key, group);
-                    }
-                    return Ok(());
-                }
-            }
+            self.cold_rows = Some(super::state_row_format(batch.schema()));
         }
-        let (_, codec) = self.cold_rows.as_ref().expect("set above");
+        let Some(Some((_, codec))) = &self.cold_rows else {
+            // A state type the row format does not take: the groups stay.
+            for (key, group) in taken {
+                self.keep(key, group);
+            }
+            return Ok(());
+        };
         let rows = codec.convert_columns(batch.columns())?;
         for (i, (key, group)) in taken.into_iter().enumerate() {
             let k = key.row();
@@ -232,15 +226,6 @@ impl GroupAggregate {
         self.cold.set_hot(self.hot_bytes);
         Ok(())
     }
-}
-
-/// Snapshot rows read from disk, in the row format `codec` (whose schema is theirs).
-fn from_disk(codec: Option<&(SchemaRef, RowConverter)>, values: &[Vec<u8>]) -> Result<RecordBatch> {
-    let (schema, codec) =
-        codec.ok_or_else(|| weir_common::Error::internal("groups on disk without a row format"))?;
-    let parser = codec.parser();
-    let columns = codec.convert_rows(values.iter().map(|v| parser.parse(v)))?;
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// What the snapshot rows of groups are made with.
@@ -431,13 +416,7 @@ impl Operator for GroupAggregate {
         let changed: Vec<OwnedRow> = match self.delta.whole() {
             true => {
                 self.changed.clear();
-                let mut keys: Vec<OwnedRow> = self.groups.keys().cloned().collect();
-                let parser = self.converter.parser();
-                self.cold.for_each(|key, _| {
-                    keys.push(parser.parse(key).owned());
-                    Ok(())
-                })?;
-                keys
+                every_key(self.groups.keys(), &self.cold, &self.converter)?
             }
             false => self.changed.drain().collect(),
         };
@@ -449,7 +428,7 @@ impl Operator for GroupAggregate {
             retract: self.retract,
         };
         let groups = &mut self.groups;
-        let (on_disk, cold_rows) = (&self.cold, self.cold_rows.as_ref());
+        let (on_disk, cold_rows) = (&self.cold, self.cold_rows.as_ref().and_then(|c| c.as_ref()));
         let hashes_of =
             |rows: &[OwnedRow]| row_key_hashes(layout.converter, rows, layout.keys.len());
         let rows_of = |rows: &[OwnedRow]| -> Result<RecordBatch> {
@@ -467,10 +446,10 @@ impl Operator for GroupAggregate {
             groups.extend(taken);
             match (values.is_empty(), in_memory?) {
                 (true, batch) => Ok(batch),
-                (false, batch) if batch.num_rows() == 0 => from_disk(cold_rows, &values),
+                (false, batch) if batch.num_rows() == 0 => super::from_disk(cold_rows, &values),
                 (false, batch) => Ok(arrow::compute::concat_batches(
                     &batch.schema(),
-                    [&batch, &from_disk(cold_rows, &values)?],
+                    [&batch, &super::from_disk(cold_rows, &values)?],
                 )?),
             }
         };

@@ -315,7 +315,7 @@ impl VectorizedGroupAggregate {
         if ids.is_empty() || !restore {
             return Ok(());
         }
-        let batch = from_disk(self.cold_rows.as_ref().and_then(|c| c.as_ref()), &values)?;
+        let batch = super::from_disk(self.cold_rows.as_ref().and_then(|c| c.as_ref()), &values)?;
         let k = keys::width(&self.keys);
         let counts = batch.column(k).as_primitive::<Int64Type>();
         for (r, g) in ids.iter().enumerate() {
@@ -365,16 +365,7 @@ impl VectorizedGroupAggregate {
         let keys = self.groups.emit(EmitTo::All)?;
         let batch = self.rows_of(&keys, &moving)?;
         if self.cold_rows.is_none() {
-            let fields = (batch.schema().fields().iter())
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect();
-            self.cold_rows = Some(match RowConverter::new(fields) {
-                Ok(converter) => Some((batch.schema(), converter)),
-                Err(e) => {
-                    tracing::warn!("groups of this aggregate cannot move to disk: {e}");
-                    None
-                }
-            });
+            self.cold_rows = Some(super::state_row_format(batch.schema()));
         }
         let mut stays = vec![true; n];
         if let Some(Some((_, codec))) = &self.cold_rows {
@@ -419,15 +410,6 @@ impl VectorizedGroupAggregate {
         }
         keyed_columns_batch(&self.input_schema, &self.keys, key_columns, columns)
     }
-}
-
-/// Snapshot rows read from disk, in the row format `codec` (whose schema is theirs).
-fn from_disk(codec: Option<&(SchemaRef, RowConverter)>, values: &[Vec<u8>]) -> Result<RecordBatch> {
-    let (schema, codec) =
-        codec.ok_or_else(|| Error::internal("groups on disk without a row format"))?;
-    let parser = codec.parser();
-    let columns = codec.convert_rows(values.iter().map(|v| parser.parse(v)))?;
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// Where `old` and `new` differ (NULLs equal to each other).
@@ -656,10 +638,10 @@ impl Operator for VectorizedGroupAggregate {
                 let codec = self.cold_rows.as_ref().and_then(|c| c.as_ref());
                 match (ids.is_empty(), values.is_empty()) {
                     (_, true) if !keys.is_empty() => self.rows_of(&keys, &ids),
-                    (true, false) => from_disk(codec, &values),
+                    (true, false) => super::from_disk(codec, &values),
                     (false, false) => {
                         let hot = self.rows_of(&keys, &ids)?;
-                        let cold = from_disk(codec, &values)?;
+                        let cold = super::from_disk(codec, &values)?;
                         Ok(arrow::compute::concat_batches(
                             &hot.schema(),
                             [&hot, &cold],

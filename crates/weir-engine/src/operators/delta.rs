@@ -1,6 +1,6 @@
 //! Delta snapshots of keyed state: a checkpoint writes the keys whose state changed since
 //! the previous one, not all of them. Used by the updating group aggregates (keys are the
-//! vectorized one's dense group ids, the row-at-a-time one's group keys) and Top-N (keys
+//! vectorized one's key hashes, the row-at-a-time one's group keys) and Top-N (keys
 //! are partitions).
 //!
 //! Per key group the operator keeps the parts its earlier snapshots wrote: each part is

@@ -188,6 +188,12 @@ fn golden_updating_group_aggregate() {
     golden("group_aggregate");
 }
 
+/// MIN/MAX over a changelog take back any value, not only the oldest.
+#[test]
+fn golden_min_and_max_over_a_changelog() {
+    golden("changelog_min_max");
+}
+
 #[test]
 fn golden_top_n_and_deduplication() {
     golden("top_n");

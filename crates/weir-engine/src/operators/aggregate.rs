@@ -21,15 +21,20 @@ pub fn names(aggregates: &[AggregateSpec]) -> String {
         .join(", ")
 }
 
-/// New accumulators for `aggregates`; `retracting` ones can take rows back.
+/// New accumulators for `aggregates`; `retracting` ones can take rows back, in any order
+/// (`MIN`/`MAX` are Weir's [`super::min_max`]: DataFusion's sliding ones take values back
+/// only in the order they came).
 pub fn new_accumulators(aggregates: &[AggregateSpec], retracting: bool) -> Result<Accumulators> {
     aggregates
         .iter()
         .map(|a| {
-            Ok(if retracting {
-                a.function.create_sliding_accumulator()?
-            } else {
+            Ok(if !retracting {
                 a.function.create_accumulator()?
+            } else if let Some(max) = super::min_max::is_min_max(a.function.fun().name()) {
+                let data_type = a.function.field().data_type().clone();
+                Box::new(super::min_max::RetractingMinMax::new(max, data_type))
+            } else {
+                a.function.create_sliding_accumulator()?
             })
         })
         .collect()

@@ -14,6 +14,7 @@ mod keys;
 mod limit;
 mod lookup_join;
 mod match_recognize;
+mod min_max;
 mod over_aggregate;
 mod session_aggregate;
 mod state;

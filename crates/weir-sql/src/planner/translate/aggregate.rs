@@ -122,7 +122,7 @@ impl Planner {
                 if !retracts {
                     return Err(Error::plan(format!(
                         "{e} cannot take back the rows its input retracts (the input is updated by {producer}); \
-                         COUNT, SUM and AVG can"
+                         COUNT, SUM, AVG, MIN and MAX can"
                     )));
                 }
             }

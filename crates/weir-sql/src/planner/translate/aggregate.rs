@@ -125,6 +125,14 @@ impl Planner {
                          COUNT, SUM, AVG, MIN and MAX can"
                     )));
                 }
+                if matches!(function.fun().name(), "array_agg" | "nth_value") {
+                    // DataFusion's accumulators take values back from the front, as a
+                    // window frame slides: a retracted row of a changelog may be any.
+                    return Err(Error::plan(format!(
+                        "{e} over an updating input (updated by {producer}) is not supported \
+                         yet: it would take back the oldest value instead of the retracted one"
+                    )));
+                }
             }
             aggregates.push(crate::plan::AggregateSpec { function, filter });
         }

@@ -36,6 +36,31 @@ pub fn hash(key: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(key)
 }
 
+/// The keys an operator holding `hot` bytes in memory moves here to hold at most
+/// `target`: the least recently used first. `entries` gives each key and its last use;
+/// `bytes` what a key takes in memory (asked only of the keys that move). Returns the keys
+/// and their bytes; none when `hot` is within `target`.
+pub fn least_recently_used<'a, K: Clone + 'a>(
+    entries: impl Iterator<Item = (&'a K, u64)>,
+    bytes: impl Fn(&K) -> u64,
+    hot: u64,
+    target: u64,
+) -> Vec<(K, u64)> {
+    let mut by_age: Vec<(u64, &K)> = entries.map(|(k, used)| (used, k)).collect();
+    by_age.sort_unstable_by_key(|(used, _)| *used);
+    let mut freed = 0;
+    let mut moving = Vec::new();
+    for (_, key) in by_age {
+        if hot.saturating_sub(freed) <= target {
+            break;
+        }
+        let n = bytes(key);
+        freed += n;
+        moving.push((key.clone(), n));
+    }
+    moving
+}
+
 /// The index's keys are hashes already.
 #[derive(Default)]
 struct Identity(u64);
@@ -453,6 +478,23 @@ mod tests {
         assert_eq!(memory.used(), 0);
         drop(cold);
         assert_eq!(memory.share(), 1 << 20, "the store left the budget");
+    }
+
+    /// The least recently used keys move first, until what stays is within the target;
+    /// their bytes are asked of them only.
+    #[test]
+    fn the_least_recently_used_keys_move_until_the_rest_fits() {
+        let used = [("c", 30), ("a", 10), ("d", 40), ("b", 20)];
+        let asked = std::cell::RefCell::new(Vec::new());
+        let bytes = |k: &&str| {
+            asked.borrow_mut().push(k.to_string());
+            100
+        };
+        let moving = least_recently_used(used.iter().map(|(k, u)| (k, *u)), bytes, 400, 150);
+        assert_eq!(moving, vec![("a", 100), ("b", 100), ("c", 100)]);
+        assert_eq!(*asked.borrow(), vec!["a", "b", "c"]);
+        let none = least_recently_used(used.iter().map(|(k, u)| (k, *u)), |_| 100, 400, 400);
+        assert!(none.is_empty());
     }
 
     /// A key whose hash another key on disk has stays with the operator.

@@ -245,11 +245,8 @@ fn cold_top(
     order: &RowConverter,
     full: &RowConverter,
 ) -> Result<Option<Vec<Entry>>> {
-    let hash = cold::hash(key.row().as_ref());
-    if !cold.may_hold(hash) {
-        return Ok(None);
-    }
-    let bytes = cold.get(hash, key.row().as_ref())?;
+    let key = key.row();
+    let bytes = cold.get(cold::hash(key.as_ref()), key.as_ref())?;
     bytes.map(|b| decode_top(&b, order, full)).transpose()
 }
 
@@ -283,14 +280,9 @@ impl TopN {
             self.hot_bytes -= partition_bytes(key, &top);
             return Ok(Some(top));
         }
-        let hash = cold::hash(key.row().as_ref());
-        if !self.cold.may_hold(hash) {
-            return Ok(None);
-        }
-        match self.cold.take(hash, key.row().as_ref())? {
-            Some((bytes, _)) => Ok(Some(decode_top(&bytes, &self.order_rows, &self.full_rows)?)),
-            None => Ok(None),
-        }
+        let key = key.row();
+        let taken = self.cold.take(cold::hash(key.as_ref()), key.as_ref())?;
+        (taken.map(|(bytes, _)| decode_top(&bytes, &self.order_rows, &self.full_rows))).transpose()
     }
 
     /// Keeps partition `key` in memory, last used at `touched`.
@@ -305,33 +297,22 @@ impl TopN {
         if !self.cold.set_hot(self.hot_bytes) {
             return Ok(());
         }
-        let target = self.cold.hot_target();
-        let mut by_age: Vec<(u64, &OwnedRow)> =
-            self.tops.iter().map(|(k, (_, t))| (*t, k)).collect();
-        by_age.sort_unstable_by_key(|(t, _)| *t);
-        let mut freed = 0;
-        let mut moving = Vec::new();
-        for (_, key) in by_age {
-            if self.hot_bytes - freed <= target {
-                break;
-            }
-            let (top, _) = &self.tops[key];
-            freed += partition_bytes(key, top);
-            moving.push(key.clone());
-        }
-        if moving.is_empty() {
-            return Ok(()); // what is over budget is the index of the partitions on disk
-        }
-        for key in moving {
+        let moving = cold::least_recently_used(
+            self.tops.iter().map(|(k, (_, used))| (k, *used)),
+            |k| partition_bytes(k, &self.tops[k].0),
+            self.hot_bytes,
+            self.cold.hot_target(),
+        );
+        for (key, bytes) in moving {
             let (top, touched) = self.tops.remove(&key).expect("a kept partition");
-            let bytes = key.row();
+            let k = key.row();
             if self.cold.put(
-                cold::hash(bytes.as_ref()),
-                bytes.as_ref(),
+                cold::hash(k.as_ref()),
+                k.as_ref(),
                 &encode_top(&top),
                 touched,
             )? {
-                self.hot_bytes -= partition_bytes(&key, &top);
+                self.hot_bytes -= bytes;
             } else {
                 self.tops.insert(key, (top, touched));
             }

@@ -155,10 +155,9 @@ impl GroupAggregate {
     fn bring_back(&mut self, keys: impl Iterator<Item = OwnedRow>) -> Result<()> {
         let mut values = Vec::new();
         for key in keys {
-            let hash = cold::hash(key.row().as_ref());
-            if self.cold.may_hold(hash)
-                && !self.groups.contains_key(&key)
-                && let Some((value, _)) = self.cold.take(hash, key.row().as_ref())?
+            let k = key.row();
+            if !self.groups.contains_key(&key)
+                && let Some((value, _)) = self.cold.take(cold::hash(k.as_ref()), k.as_ref())?
             {
                 values.push(value);
             }
@@ -179,26 +178,19 @@ impl GroupAggregate {
         if !self.cold.set_hot(self.hot_bytes) || matches!(self.cold_rows, Some(None)) {
             return Ok(());
         }
-        let target = self.cold.hot_target();
-        let mut by_age: Vec<(u64, &OwnedRow)> =
-            self.groups.iter().map(|(k, g)| (g.touched, k)).collect();
-        by_age.sort_unstable_by_key(|(t, _)| *t);
-        let mut freed = 0;
-        let mut moving = Vec::new();
-        for (_, key) in by_age {
-            if self.hot_bytes - freed <= target {
-                break;
-            }
-            freed += self.groups[key].bytes;
-            moving.push(key.clone());
-        }
+        let moving = cold::least_recently_used(
+            self.groups.iter().map(|(k, g)| (k, g.touched)),
+            |k| self.groups[k].bytes,
+            self.hot_bytes,
+            self.cold.hot_target(),
+        );
         if moving.is_empty() {
             return Ok(()); // what is over budget is the index of the groups on disk
         }
         let mut taken: Vec<(OwnedRow, Group)> = (moving.iter())
-            .map(|k| self.groups.remove_entry(k).expect("a kept group"))
+            .map(|(k, _)| self.groups.remove_entry(k).expect("a kept group"))
             .collect();
-        self.hot_bytes -= freed;
+        self.hot_bytes -= moving.iter().map(|(_, bytes)| bytes).sum::<u64>();
         let batch = state_batch(&self.layout(), &mut taken)?;
         if self.cold_rows.is_none() {
             self.cold_rows = Some(super::state_row_format(batch.schema()));
@@ -278,10 +270,9 @@ impl Operator for GroupAggregate {
         for item in &state.items {
             for batch in item_batches(&state, item)? {
                 for (key, group) in self.groups_of(&batch)? {
-                    let hash = cold::hash(key.row().as_ref());
-                    if self.cold.may_hold(hash) {
-                        self.cold.take(hash, key.row().as_ref())?;
-                    }
+                    // A group on disk from an earlier part: this part replaces it.
+                    let k = key.row();
+                    self.cold.take(cold::hash(k.as_ref()), k.as_ref())?;
                     self.keep(key, group);
                 }
                 self.relieve()?;

@@ -628,9 +628,7 @@ impl Operator for VectorizedGroupAggregate {
                 let mut values = Vec::new();
                 for h in hashes {
                     ids.extend(by_hash.get(h).into_iter().flatten());
-                    if self.cold.may_hold(*h)
-                        && let Some((_, value)) = self.cold.get_by_hash(*h)?
-                    {
+                    if let Some((_, value)) = self.cold.get_by_hash(*h)? {
                         values.push(value);
                     }
                 }

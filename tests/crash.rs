@@ -66,6 +66,22 @@ pub fn assert_same_rows(got: Vec<String>, expected: &[String], what: &str) {
     assert_eq!(got, expected, "{what}: committed output differs");
 }
 
+/// [`kill_checkpointed_until_done`] for `script`, which writes to `dir/out`, with 150 ms
+/// checkpoints in `dir/chk`, killed at least `kills` times: the number of kills and the
+/// lines committed.
+pub fn committed_after_kills(
+    dir: &Path,
+    script: &str,
+    kills: usize,
+    seed: u64,
+) -> (usize, Vec<String>) {
+    let chk = dir.join("chk");
+    let done =
+        kill_checkpointed_until_done(script, chk.to_str().unwrap(), "150 ms", &[], kills, seed);
+    assert!(done >= kills, "only {done} kills");
+    (done, committed_lines(&dir.join("out")))
+}
+
 /// [`kill_until_done`] for `script` at parallelism 2 with checkpoints in `chk` every
 /// `interval`.
 pub fn kill_checkpointed_until_done(

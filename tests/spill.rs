@@ -29,16 +29,7 @@ fn join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
     let run = |budget: &str| {
         let tmp = tempfile::tempdir().unwrap();
         let script = spilling_join(tmp.path(), budget, 3000, 1500);
-        let chk = tmp.path().join("chk");
-        let out = weir()
-            .env("WEIR_LOG", "info")
-            .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
-            .arg(&chk)
-            .args(["--checkpoint-interval", "300 ms"])
-            .output()
-            .unwrap();
-        let log = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "{log}");
+        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
         let rows = committed_lines(&tmp.path().join("out"));
         let state = crate::state::checkpoint_sizes(&log)
             .iter()
@@ -68,17 +59,7 @@ fn join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
 fn spilled_join_state_is_exactly_once_under_sigkill() {
     let tmp = tempfile::tempdir().unwrap();
     let script = spilling_join(tmp.path(), "1 mb", 3000, 600);
-    let chk = tmp.path().join("chk");
-    let kills = crate::crash::kill_checkpointed_until_done(
-        &script[..],
-        chk.to_str().unwrap(),
-        "150 ms",
-        &[],
-        10,
-        23,
-    );
-    assert!(kills >= 10, "only {kills} kills");
-    let lines = committed_lines(&tmp.path().join("out"));
+    let (kills, lines) = crate::crash::committed_after_kills(tmp.path(), &script, 10, 23);
     let eids: Vec<i64> = lines
         .iter()
         .map(|l| l.split(',').next().unwrap().parse().unwrap())
@@ -194,15 +175,7 @@ const MOVING_KEYS: &str = "moving the least recently used keys";
 fn run_returning_keys(query: &str, budget: &str) -> String {
     let tmp = tempfile::tempdir().unwrap();
     let script = returning_keys(tmp.path(), query, budget, 100_000);
-    let out = weir()
-        .env("WEIR_LOG", "info")
-        .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
-        .arg(tmp.path().join("chk"))
-        .args(["--checkpoint-interval", "300 ms"])
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{log}");
+    let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
     assert_eq!(
         materialize(committed_lines(&tmp.path().join("out"))),
         returning_keys_result(query)
@@ -259,20 +232,8 @@ fn vectorized_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the
 fn state_on_disk_is_exactly_once_under_sigkill(query: &str, seed: u64) {
     let tmp = tempfile::tempdir().unwrap();
     let script = returning_keys(tmp.path(), query, "4 mb", 25_000);
-    let chk = tmp.path().join("chk");
-    let kills = crate::crash::kill_checkpointed_until_done(
-        &script[..],
-        chk.to_str().unwrap(),
-        "150 ms",
-        &[],
-        8,
-        seed,
-    );
-    assert!(kills >= 8, "only {kills} kills");
-    assert_eq!(
-        materialize(committed_lines(&tmp.path().join("out"))),
-        returning_keys_result(query)
-    );
+    let (_, lines) = crate::crash::committed_after_kills(tmp.path(), &script, 8, seed);
+    assert_eq!(materialize(lines), returning_keys_result(query));
 }
 
 #[test]

@@ -290,6 +290,27 @@ pub(crate) fn dimension_join_after(
         .to_string()
 }
 
+/// Runs `script` at parallelism 2 with checkpoints in `chk` every `interval` (and the
+/// `extra` arguments), logging at info level; it must succeed. Returns the log.
+pub(crate) fn run_checkpointed(
+    script: &str,
+    chk: &std::path::Path,
+    interval: &str,
+    extra: &[&str],
+) -> String {
+    let out = weir()
+        .env("WEIR_LOG", "info")
+        .args(["run", "--quiet", script, "-p", "2", "--checkpoint-dir"])
+        .arg(chk)
+        .args(["--checkpoint-interval", interval])
+        .args(extra)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{log}");
+    log
+}
+
 /// (bytes of state, bytes written) of every completed checkpoint in an info log.
 pub(crate) fn checkpoint_sizes(log: &str) -> Vec<(u64, u64)> {
     log.lines()
@@ -311,16 +332,8 @@ fn incremental_checkpoints_write_only_changed_key_groups() {
         let tmp = tempfile::tempdir().unwrap();
         let script = dimension_join(tmp.path(), 1500, 500);
         let chk = tmp.path().join("chk");
-        let out = weir()
-            .env("WEIR_LOG", "info")
-            .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
-            .arg(&chk)
-            .args(["--checkpoint-interval", "200 ms", "-D"])
-            .arg(format!("execution.checkpointing.incremental={incremental}"))
-            .output()
-            .unwrap();
-        let log = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "{log}");
+        let incremental = format!("execution.checkpointing.incremental={incremental}");
+        let log = run_checkpointed(&script, &chk, "200 ms", &["-D", &incremental]);
         assert_eq!(
             committed_numbers(&tmp.path().join("out")),
             (1..=1500).collect::<Vec<_>>()
@@ -404,15 +417,7 @@ fn incremental_checkpoints_are_exactly_once_under_sigkill() {
     let tmp = tempfile::tempdir().unwrap();
     let script = dimension_join(tmp.path(), 4000, 800);
     let chk = tmp.path().join("chk");
-    let kills = crate::crash::kill_checkpointed_until_done(
-        &script[..],
-        chk.to_str().unwrap(),
-        "150 ms",
-        &[],
-        12,
-        7,
-    );
-    assert!(kills >= 12, "only {kills} kills");
+    let (kills, _) = crate::crash::committed_after_kills(tmp.path(), &script, 12, 7);
     // Killed runs left incremental checkpoints behind, which the next runs restored.
     let runs_with_shared_state = std::fs::read_dir(&chk)
         .unwrap()
@@ -575,16 +580,13 @@ fn hot_top_n_result(hot: Hot) -> Vec<String> {
 fn hot_keys_checkpoints(query: &str, expected: &[String], incremental: bool) -> Vec<(u64, u64)> {
     let tmp = tempfile::tempdir().unwrap();
     let script = hot_keys(tmp.path(), query, SIZED, 50_000);
-    let out = weir()
-        .env("WEIR_LOG", "info")
-        .args(["run", "--quiet", &script, "-p", "2", "--checkpoint-dir"])
-        .arg(tmp.path().join("chk"))
-        .args(["--checkpoint-interval", "200 ms", "-D"])
-        .arg(format!("execution.checkpointing.incremental={incremental}"))
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{log}");
+    let incremental = format!("execution.checkpointing.incremental={incremental}");
+    let log = run_checkpointed(
+        &script,
+        &tmp.path().join("chk"),
+        "200 ms",
+        &["-D", &incremental],
+    );
     assert_eq!(
         materialize(committed_lines(&tmp.path().join("out"))),
         expected
@@ -625,20 +627,8 @@ fn a_top_n_checkpoints_only_the_partitions_it_changed() {
 fn exact_after_restores_of_deltas(query: &str, expected: &[String], seed: u64) {
     let tmp = tempfile::tempdir().unwrap();
     let script = hot_keys(tmp.path(), query, MOSTLY_HOT, 30_000);
-    let chk = tmp.path().join("chk");
-    let kills = crate::crash::kill_checkpointed_until_done(
-        &script[..],
-        chk.to_str().unwrap(),
-        "150 ms",
-        &[],
-        8,
-        seed,
-    );
-    assert!(kills >= 8, "only {kills} kills");
-    assert_eq!(
-        materialize(committed_lines(&tmp.path().join("out"))),
-        expected
-    );
+    let (_, lines) = crate::crash::committed_after_kills(tmp.path(), &script, 8, seed);
+    assert_eq!(materialize(lines), expected);
 }
 
 #[test]

@@ -983,7 +983,8 @@ fn compacted(b: &Broker, topic: &str) -> std::collections::BTreeMap<String, Stri
 /// another, exactly-once, is SIGKILLed while the input arrives and its parallelism
 /// changes: the output topic's compacted view ends equal to the counts of the input's
 /// final rows (keyed state of ChangelogNormalize and of the aggregate restored at other
-/// parallelisms, transactions committed once).
+/// parallelisms, transactions committed once). Its state budget is 1 KB, so the keys of
+/// both operators are on local disk most of the time, in checkpoints and restores too.
 #[test]
 fn upsert_kafka_turns_messages_into_a_changelog_and_back_under_sigkill() {
     let Some(b) = broker() else { return };
@@ -1186,6 +1187,8 @@ fn upsert_kafka_turns_messages_into_a_changelog_and_back_under_sigkill() {
             "100 ms",
             "--restore",
             "latest",
+            "-D",
+            "taskmanager.memory.managed.size=1 kb",
         ];
         spawn(&args, &[])
     };

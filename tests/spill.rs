@@ -12,11 +12,60 @@ use crate::common::*;
 /// over it — under a memory budget: with 1 MB most of the dimension is on disk when the
 /// events probe it.
 fn spilling_join(dir: &std::path::Path, budget: &str, events: u64, rate: u64) -> String {
-    let settings = format!(
+    crate::state::dimension_join_after(dir, &budget_settings(dir, budget), events, rate)
+}
+
+/// `SET` statements for a state memory budget of `budget`, spilling under `dir/spill`.
+fn budget_settings(dir: &std::path::Path, budget: &str) -> String {
+    format!(
         "SET 'taskmanager.memory.managed.size' = '{budget}';\nSET 'io.tmp.dirs' = '{}';\n",
         dir.join("spill").display()
+    )
+}
+
+/// The dimension as the outer side of a `LEFT JOIN`: a dimension row shows padded with
+/// NULLs until its first event arrives, which retracts that row, so each stored dimension
+/// row carries a flag (matched), written with it in checkpoints.
+const OUTER_JOIN: &str = "
+CREATE TABLE out (id BIGINT, name_length INT, eid BIGINT)
+  WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'debezium-json');
+INSERT INTO out SELECT d.id, CHAR_LENGTH(d.name), e.eid FROM dim d LEFT JOIN events e ON d.id = e.ref;
+";
+
+fn spilling_outer_join(dir: &std::path::Path, budget: &str, events: u64, rate: u64) -> String {
+    crate::state::dimension_job(dir, &budget_settings(dir, budget), OUTER_JOIN, events, rate)
+}
+
+/// The final rows of [`OUTER_JOIN`] (materialized) are right for any events: each of the
+/// `events` events is joined exactly once, and each dimension row appears either joined
+/// or, without any event, once padded with NULLs.
+fn check_outer_join(rows: &[String], events: i64) {
+    let mut eids = Vec::new();
+    let (mut joined, mut padded) = (std::collections::BTreeSet::new(), Vec::new());
+    for row in rows {
+        let row: serde_json::Value = serde_json::from_str(row).unwrap();
+        let id = row["id"].as_i64().unwrap();
+        assert_eq!(row["name_length"], 160, "{row}");
+        match row["eid"].as_i64() {
+            Some(eid) => {
+                eids.push(eid);
+                joined.insert(id);
+            }
+            None => padded.push(id),
+        }
+    }
+    eids.sort();
+    assert_eq!(
+        eids,
+        (1..=events).collect::<Vec<_>>(),
+        "events lost or joined twice"
     );
-    crate::state::dimension_join_after(dir, &settings, events, rate)
+    padded.sort();
+    let lonely: Vec<i64> = (1..=40_000).filter(|id| !joined.contains(id)).collect();
+    assert_eq!(
+        padded, lonely,
+        "padded rows of dimension rows with events, or missing"
+    );
 }
 
 const SPILLING: &str = "spilling the oldest rows";
@@ -51,6 +100,42 @@ fn join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
     assert!(!log.contains(SPILLING), "spilled under 1 GB:\n{log}");
     assert_eq!(spilled.len(), 3000);
     assert_eq!(spilled, in_memory);
+}
+
+/// A `LEFT JOIN` whose outer side (the dimension, flagged when matched) spills under a
+/// 1 MB budget gives the rows of the same job in memory, and right ones.
+#[test]
+fn outer_join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
+    let run = |budget: &str| {
+        let tmp = tempfile::tempdir().unwrap();
+        let script = spilling_outer_join(tmp.path(), budget, 3000, 1500);
+        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
+        let rows = materialize(committed_lines(&tmp.path().join("out")));
+        (rows, log)
+    };
+    let (spilled, log) = run("1 mb");
+    assert!(log.contains(SPILLING), "nothing spilled:\n{log}");
+    assert!(!log.contains("restarting"), "the job failed:\n{log}");
+    let sizes = crate::state::checkpoint_sizes(&log);
+    let state = sizes.iter().map(|(state, _)| *state).max().unwrap_or(0);
+    assert!(
+        state > 5 << 20,
+        "the state ({state} bytes) is not 5 times the budget"
+    );
+    check_outer_join(&spilled, 3000);
+    let (in_memory, log) = run("1 gb");
+    assert!(!log.contains(SPILLING), "spilled under 1 GB:\n{log}");
+    assert_eq!(spilled, in_memory);
+}
+
+/// The spilling `LEFT JOIN` under SIGKILLs, restored each time from the latest checkpoint
+/// (whose dimension rows and flags were written from disk): its final rows are right.
+#[test]
+fn spilled_outer_join_state_is_exactly_once_under_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = spilling_outer_join(tmp.path(), "1 mb", 3000, 600);
+    let (_, lines) = crate::crash::committed_after_kills(tmp.path(), &script, 10, 29);
+    check_outer_join(&materialize(lines), 3000);
 }
 
 /// The spilling join under SIGKILLs, restored each time from the latest checkpoint (whose

@@ -247,7 +247,9 @@ INSERT INTO out SELECT id FROM src;
 /// A regular join whose dimension side (40,000 rows, ~7 MB of state) is read at once and
 /// never changes, while events trickle in: incremental checkpoints write the dimension's
 /// key groups once and then only what the events change.
-const DIMENSION_JOIN: &str = "
+/// 40,000 dimension rows (160-character names) read at once, and `${events}` events
+/// that trickle in at `${rate}` a second, each referring to a random dimension row.
+const DIMENSION_TABLES: &str = "
 CREATE TABLE dim (id BIGINT, name STRING) WITH (
   'connector' = 'datagen', 'rows-per-second' = '400000',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '40000',
@@ -258,6 +260,9 @@ CREATE TABLE events (eid BIGINT, ref BIGINT) WITH (
   'fields.eid.kind' = 'sequence', 'fields.eid.start' = '1', 'fields.eid.end' = '${events}',
   'fields.ref.min' = '1', 'fields.ref.max' = '40000'
 );
+";
+
+const DIMENSION_JOIN: &str = "
 CREATE TABLE out (eid BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'csv');
 INSERT INTO out SELECT e.eid, d.name FROM events e JOIN dim d ON e.ref = d.id;
 ";
@@ -274,10 +279,22 @@ pub(crate) fn dimension_join_after(
     events: u64,
     rate: u64,
 ) -> String {
+    dimension_job(dir, settings, DIMENSION_JOIN, events, rate)
+}
+
+/// A job in `dir` over the dimension and event tables ([`DIMENSION_TABLES`]): `settings`
+/// (`SET` statements), the tables, then `query`, whose `${out}` is `dir/out`.
+pub(crate) fn dimension_job(
+    dir: &std::path::Path,
+    settings: &str,
+    query: &str,
+    events: u64,
+    rate: u64,
+) -> String {
     let out = dir.join("out");
     let text = settings.to_string()
         + &render(
-            DIMENSION_JOIN,
+            &(DIMENSION_TABLES.to_string() + query),
             &[
                 ("out", out.to_str().unwrap()),
                 ("events", &events.to_string()),

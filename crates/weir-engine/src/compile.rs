@@ -170,6 +170,7 @@ pub async fn compile_into(
                         keys: keys.clone(),
                         schema: table.schema.clone(),
                         state_ttl,
+                        state_memory: state.memory.clone(),
                     };
                     v = keyed_vertex(
                         graph,

@@ -5,20 +5,27 @@
 //! nothing when the row is unchanged; a delete emits `-D` with the old row, or nothing
 //! for an unknown key.
 //!
-//! Input arrives hash-partitioned by the key columns. State is keyed (one row per key)
-//! and snapshotted per key group as rows of the input schema; `table.exec.state.ttl`
-//! drops keys untouched that long.
+//! Input arrives hash-partitioned by the key columns. State is keyed (one row per key,
+//! snapshotted as rows of the input schema) and `table.exec.state.ttl` drops keys
+//! untouched that long. A snapshot writes the keys whose row changed since the previous
+//! one (`operators::delta`); after a delete or an expiry it writes every key. Past the
+//! job's state memory budget (`taskmanager.memory.managed.size`), the least recently used
+//! keys move to local disk ([`weir_state::cold`]) and come back when a row of theirs does.
 
+use super::delta::{DeltaSnapshots, every_key, row_key_hashes};
 use super::keys;
-use super::state::{Ttl, keyed_state, now_ms, restored_batches};
+use super::state::{Ttl, item_batches, now_ms};
 use arrow::array::{Int8Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
+use weir_state::cold::{self, ColdEntries};
+use weir_state::spill::StateMemory;
 
 /// Creates ChangelogNormalize operators.
 pub struct ChangelogNormalizeFactory {
@@ -28,6 +35,8 @@ pub struct ChangelogNormalizeFactory {
     pub schema: SchemaRef,
     /// `table.exec.state.ttl`.
     pub state_ttl: Option<std::time::Duration>,
+    /// The job's state budget: past it, the least recently used keys move to disk.
+    pub state_memory: Option<Arc<StateMemory>>,
 }
 
 impl OperatorFactory for ChangelogNormalizeFactory {
@@ -53,7 +62,10 @@ impl OperatorFactory for ChangelogNormalizeFactory {
             full_rows: RowConverter::new(fields)?,
             last: HashMap::new(),
             ttl: Ttl::new(self.state_ttl),
-            max_parallelism: task.max_parallelism,
+            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+            changed: HashSet::new(),
+            cold: ColdEntries::new(self.state_memory.clone()),
+            hot_bytes: 0,
         }))
     }
 }
@@ -64,23 +76,118 @@ struct ChangelogNormalize {
     output: SchemaRef,
     key_rows: RowConverter,
     full_rows: RowConverter,
-    /// Each key's last row, and when it was last touched.
+    /// Each key's last row, and when it was last touched (keys in memory).
     last: HashMap<OwnedRow, (OwnedRow, u64)>,
     ttl: Option<Ttl>,
-    max_parallelism: usize,
+    /// What earlier snapshots wrote, and the keys whose row changed since.
+    delta: DeltaSnapshots<OwnedRow>,
+    changed: HashSet<OwnedRow>,
+    /// Keys moved to disk: the key's row bytes, then its last row's.
+    cold: ColdEntries,
+    /// What the keys in `last` hold, as [`key_bytes`] counts it.
+    hot_bytes: u64,
+}
+
+/// Memory of a key besides its bytes and its row's: both rows' headers, the time and the
+/// map's slack (about).
+const KEY_OVERHEAD: u64 = 96;
+
+/// What key `key` with last row `row` takes in memory (about).
+fn key_bytes(key: &OwnedRow, row: &OwnedRow) -> u64 {
+    KEY_OVERHEAD + (key.row().as_ref().len() + row.row().as_ref().len()) as u64
+}
+
+/// Key `key`'s last row where it is, in `last` or on disk in `cold` (it stays there); rows
+/// on disk are bytes of `full`.
+fn last_row(
+    last: &HashMap<OwnedRow, (OwnedRow, u64)>,
+    cold: &ColdEntries,
+    full: &RowConverter,
+    key: &OwnedRow,
+) -> Result<Option<OwnedRow>> {
+    if let Some((row, _)) = last.get(key) {
+        return Ok(Some(row.clone()));
+    }
+    let k = key.row();
+    let bytes = cold.get(cold::hash(k.as_ref()), k.as_ref())?;
+    Ok(bytes.map(|b| full.parser().parse(&b).owned()))
+}
+
+impl ChangelogNormalize {
+    /// Key `key`'s last row, taken out of memory or off the disk.
+    fn take(&mut self, key: &OwnedRow) -> Result<Option<OwnedRow>> {
+        if let Some((row, _)) = self.last.remove(key) {
+            self.hot_bytes -= key_bytes(key, &row);
+            return Ok(Some(row));
+        }
+        let k = key.row();
+        let taken = self.cold.take(cold::hash(k.as_ref()), k.as_ref())?;
+        Ok(taken.map(|(bytes, _)| self.full_rows.parser().parse(&bytes).owned()))
+    }
+
+    /// Keeps `row` as key `key`'s last row, in memory, touched at `touched`.
+    fn put(&mut self, key: OwnedRow, row: OwnedRow, touched: u64) {
+        self.hot_bytes += key_bytes(&key, &row);
+        self.last.insert(key, (row, touched));
+    }
+
+    /// Keys were dropped: the next snapshot writes every key.
+    fn start_over(&mut self) {
+        self.changed.clear();
+        self.delta.start_over();
+    }
+
+    /// While the job's state is over its budget, moves the least recently used keys to
+    /// disk.
+    fn relieve(&mut self) -> Result<()> {
+        if !self.cold.set_hot(self.hot_bytes) {
+            return Ok(());
+        }
+        let moving = cold::least_recently_used(
+            self.last.iter().map(|(k, (_, used))| (k, *used)),
+            |k| key_bytes(k, &self.last[k].0),
+            self.hot_bytes,
+            self.cold.hot_target(),
+        );
+        for (key, bytes) in moving {
+            let (row, touched) = self.last.remove(&key).expect("a key in memory");
+            let k = key.row();
+            let hash = cold::hash(k.as_ref());
+            if self
+                .cold
+                .put(hash, k.as_ref(), row.row().as_ref(), touched)?
+            {
+                self.hot_bytes -= bytes;
+            } else {
+                self.last.insert(key, (row, touched));
+            }
+        }
+        self.cold.set_hot(self.hot_bytes);
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl Operator for ChangelogNormalize {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
-        for batch in restored_batches(restored)? {
-            let key = self
-                .key_rows
-                .convert_columns(&keys::columns(&batch, &self.keys))?;
-            let full = self.full_rows.convert_columns(batch.columns())?;
-            for r in 0..batch.num_rows() {
-                self.last
-                    .insert(key.row(r).owned(), (full.row(r).owned(), now_ms()));
+        // A key group's parts come in order: a key's row in a later part replaces the
+        // one in an earlier part.
+        let Some(state) = restored else {
+            return Ok(());
+        };
+        for item in &state.items {
+            for batch in item_batches(&state, item)? {
+                let key = self
+                    .key_rows
+                    .convert_columns(&keys::columns(&batch, &self.keys))?;
+                let full = self.full_rows.convert_columns(batch.columns())?;
+                let now = now_ms();
+                for r in 0..batch.num_rows() {
+                    let k = key.row(r).owned();
+                    self.take(&k)?;
+                    self.put(k, full.row(r).owned(), now);
+                }
+                self.relieve()?;
             }
         }
         Ok(())
@@ -99,63 +206,105 @@ impl Operator for ChangelogNormalize {
         let full = self.full_rows.convert_columns(batch.columns())?;
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
-            self.last.retain(|_, (_, touched)| *touched >= cutoff);
+            let mut freed = 0;
+            self.last.retain(|key, (row, touched)| {
+                let keep = *touched >= cutoff;
+                if !keep {
+                    freed += key_bytes(key, row);
+                }
+                keep
+            });
+            self.hot_bytes -= freed;
+            if freed > 0 || self.cold.expire(cutoff)? > 0 {
+                self.start_over();
+            }
         }
         let mut rows: Vec<OwnedRow> = Vec::new();
         let mut kinds: Vec<i8> = Vec::new();
         for i in 0..batch.num_rows() {
-            let k = key.row(i);
+            let k = key.row(i).owned();
             if changelog::kind_at(ops.as_ref(), i).is_retraction() {
-                if let Some((old, _)) = self.last.remove(&k.owned()) {
+                if let Some(old) = self.take(&k)? {
                     rows.push(old);
                     kinds.push(RowKind::Delete as i8);
+                    // A dropped key is in no later part: the next snapshot is whole.
+                    self.start_over();
                 }
                 continue;
             }
             let new = full.row(i).owned();
-            match self.last.get_mut(&k.owned()) {
-                None => {
-                    rows.push(new.clone());
-                    kinds.push(RowKind::Insert as i8);
-                    self.last.insert(k.owned(), (new, now));
-                }
-                Some((old, touched)) => {
-                    *touched = now;
-                    if *old == new {
-                        continue;
-                    }
+            if let Some((old, touched)) = self.last.get_mut(&k) {
+                *touched = now;
+                if *old != new {
+                    self.hot_bytes += new.row().as_ref().len() as u64;
+                    self.hot_bytes -= old.row().as_ref().len() as u64;
                     rows.push(std::mem::replace(old, new.clone()));
                     kinds.push(RowKind::UpdateBefore as i8);
                     rows.push(new);
                     kinds.push(RowKind::UpdateAfter as i8);
+                    self.changed.insert(k);
+                }
+                continue;
+            }
+            match self.take(&k)? {
+                None => {
+                    rows.push(new.clone());
+                    kinds.push(RowKind::Insert as i8);
+                    self.changed.insert(k.clone());
+                }
+                Some(old) if old == new => {}
+                Some(old) => {
+                    rows.push(old);
+                    kinds.push(RowKind::UpdateBefore as i8);
+                    rows.push(new.clone());
+                    kinds.push(RowKind::UpdateAfter as i8);
+                    self.changed.insert(k.clone());
                 }
             }
+            self.put(k, new, now);
         }
+        self.relieve()?;
         if rows.is_empty() {
             return Ok(());
         }
         let mut columns = self.full_rows.convert_rows(rows.iter().map(|r| r.row()))?;
-        columns.push(std::sync::Arc::new(Int8Array::from(kinds)));
+        columns.push(Arc::new(Int8Array::from(kinds)));
         out.emit(RecordBatch::try_new(self.output.clone(), columns)?);
         Ok(())
     }
 
     fn state_bytes(&self) -> usize {
-        self.last
-            .iter()
-            .map(|(k, (row, _))| k.row().as_ref().len() + row.row().as_ref().len())
-            .sum()
+        (self.hot_bytes + self.cold.on_disk()) as usize
+            + self.delta.size(std::mem::size_of::<OwnedRow>() + 16)
     }
 
-    fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        if self.last.is_empty() {
+    fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
+        if self.last.is_empty() && self.cold.is_empty() {
+            self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let columns = self
-            .full_rows
-            .convert_rows(self.last.values().map(|(row, _)| row.row()))?;
-        let all = RecordBatch::try_new(self.schema.clone(), columns)?;
-        keyed_state(&all, &self.keys, self.max_parallelism)
+        let changed: Vec<OwnedRow> = match self.delta.whole() {
+            true => {
+                self.changed.clear();
+                every_key(self.last.keys(), &self.cold, &self.key_rows)?
+            }
+            false => self.changed.drain().collect(),
+        };
+        let hashes_of = |keys: &[OwnedRow]| row_key_hashes(&self.key_rows, keys, self.keys.len());
+        let rows_of = |keys: &[OwnedRow]| -> Result<RecordBatch> {
+            let mut rows = Vec::with_capacity(keys.len());
+            for key in keys {
+                rows.extend(last_row(&self.last, &self.cold, &self.full_rows, key)?);
+            }
+            let columns = self.full_rows.convert_rows(rows.iter().map(|r| r.row()))?;
+            Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+        };
+        self.delta.snapshot(checkpoint, changed, hashes_of, rows_of)
+    }
+
+    async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
+        self.delta.completed(checkpoint);
+        Ok(())
     }
 }
 
@@ -214,6 +363,7 @@ mod tests {
             keys: vec![0],
             schema: Arc::new(schema.project(&[0, 1]).unwrap()),
             state_ttl: None,
+            state_memory: None,
         };
         let task = crate::batch::task("normalize");
         let mut op = factory.create(&task).unwrap();
@@ -239,5 +389,100 @@ mod tests {
         let input = upserts(&[(1, None, Delete), (2, Some("d"), Insert)]);
         again.process_batch(0, input, &mut out).await.unwrap();
         assert_eq!(shown(&mut out), ["-D[1, c]", "+I[2, d]"]);
+    }
+
+    /// Every row of `state`, as text, sorted.
+    fn rows_of(state: OperatorState) -> Vec<String> {
+        let mut rows: Vec<String> = super::super::state::restored_batches(Some(state))
+            .unwrap()
+            .iter()
+            .flat_map(|b| {
+                let (k, v) = (
+                    b.column(0).as_primitive::<Int64Type>(),
+                    b.column(1).as_string::<i32>(),
+                );
+                (0..b.num_rows()).map(move |r| format!("{},{}", k.value(r), v.value(r)))
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+
+    /// Under a budget a small part of its state, the operator moves keys to disk and back
+    /// (every round reaches every key, in another order; one round deletes a tenth of
+    /// them, the next brings them back), and emits, snapshots (delta and whole) and
+    /// restores (under the budget too) exactly what it does in memory.
+    #[tokio::test]
+    async fn keys_on_disk_change_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let budget = 512 << 10;
+        let memory = StateMemory::new(budget, tmp.path().to_path_buf());
+        let schema = upserts(&[]).schema();
+        let factory = |memory: Option<Arc<StateMemory>>| ChangelogNormalizeFactory {
+            keys: vec![0],
+            schema: Arc::new(schema.project(&[0, 1]).unwrap()),
+            state_ttl: None,
+            state_memory: memory,
+        };
+        let mut task = crate::batch::task("normalize");
+        task.incremental_checkpoints = true;
+        let mut spilled = factory(Some(memory.clone())).create(&task).unwrap();
+        let mut reference = factory(None).create(&task).unwrap();
+        spilled.open(None).await.unwrap();
+        reference.open(None).await.unwrap();
+        let pad = "p".repeat(600);
+        let mut states = (None, None);
+        for round in 0..8i64 {
+            let values: Vec<String> = (0..3000i64)
+                .map(|k| format!("{pad}{}", (k + round) % 4))
+                .collect();
+            let rows: Vec<(i64, Option<&str>, RowKind)> = (0..3000i64)
+                .map(|i| (i * 7 + round * 1001) % 3000)
+                .map(|k| match round == 5 && k % 10 == 0 {
+                    true => (k, None, RowKind::Delete),
+                    false => (k, Some(values[k as usize].as_str()), RowKind::UpdateAfter),
+                })
+                .collect();
+            let input = upserts(&rows);
+            let (mut a, mut b) = (Output::default(), Output::default());
+            spilled
+                .process_batch(0, input.clone(), &mut a)
+                .await
+                .unwrap();
+            reference.process_batch(0, input, &mut b).await.unwrap();
+            assert_eq!(shown(&mut a), shown(&mut b), "round {round}");
+            assert!(memory.used() <= budget, "{} bytes in memory", memory.used());
+            if round % 3 == 1 || round == 5 {
+                let checkpoint = CheckpointId(round as u64);
+                states = (
+                    Some(spilled.snapshot_state(checkpoint).unwrap()),
+                    Some(reference.snapshot_state(checkpoint).unwrap()),
+                );
+            }
+        }
+        assert!(
+            reference.state_bytes() > 5 * budget as usize,
+            "the state ({} bytes) is not 5 times the budget",
+            reference.state_bytes()
+        );
+        let (spilled_state, reference_state) = (states.0.unwrap(), states.1.unwrap());
+        assert_eq!(
+            rows_of(spilled_state.clone()),
+            rows_of(reference_state.clone())
+        );
+        // Restored under the budget, snapshotted whole: the keys on disk are read.
+        drop(spilled);
+        let whole = crate::batch::task("normalize");
+        let mut restored = factory(Some(memory.clone())).create(&whole).unwrap();
+        restored.open(Some(spilled_state)).await.unwrap();
+        assert!(memory.used() <= budget);
+        let mut expected = factory(None).create(&whole).unwrap();
+        expected.open(Some(reference_state)).await.unwrap();
+        let rows = rows_of(restored.snapshot_state(CheckpointId(9)).unwrap());
+        assert_eq!(rows.len(), 3000);
+        assert_eq!(
+            rows,
+            rows_of(expected.snapshot_state(CheckpointId(9)).unwrap())
+        );
     }
 }

@@ -17,8 +17,8 @@
 //! Retracted rows are compacted away once they outnumber live ones. A null-aware anti join
 //! (`NOT IN`) also counts the right side's rows and NULL keys (one subtask).
 //! The state grows with the input unless a state TTL drops rows stored longer ago. Past
-//! the job's state memory budget, the oldest stored rows of an append-only side without
-//! flags move to local disk (see [`weir_state::spill`]); the index of keys stays in
+//! the job's state memory budget, the oldest stored rows of an append-only input move to
+//! local disk (see [`weir_state::spill`]); the index of keys and the rows' flags stay in
 //! memory. The state is keyed, so a snapshot stores each key group's rows (Arrow IPC per
 //! side, epoch and key group; see [`snapshot`]) and a restore at another parallelism hands
 //! them to their new owners.
@@ -66,11 +66,11 @@ pub struct JoinOperatorFactory {
 }
 
 impl JoinOperatorFactory {
-    /// Which sides may keep stored rows on disk: those of append-only inputs whose rows
-    /// carry no flags of their own (an inner join's sides, the probing side of a semi or
-    /// outer join). Rows taken back by retractions, or flagged when matched, stay in memory.
+    /// Which sides may keep stored rows on disk: those of append-only inputs (their flags,
+    /// a bit per row, stay in memory). Rows that retractions take back, and the rows of a
+    /// null-aware anti join, which its first NULL on the right reads whole, stay in memory.
     fn spillable(&self) -> [bool; 2] {
-        [0, 1].map(|s| !self.updating && !self.null_aware && !flagged(self.kind, s))
+        [0, 1].map(|_| !self.updating && !self.null_aware)
     }
 }
 
@@ -224,6 +224,18 @@ impl Side {
         self.stored.push(batch)?;
         self.stored.set_overhead(self.index_bytes())?;
         Ok(keys)
+    }
+
+    /// Flags stored row `at` (a kept row emitted, an outer row matched); false when it was
+    /// flagged already. Its epoch is encoded again at the next snapshot.
+    fn flag(&mut self, at: (usize, usize)) -> bool {
+        let flag = &mut self.emitted[at.0][at.1];
+        if *flag {
+            return false;
+        }
+        *flag = true;
+        self.epochs.touch(at.0);
+        true
     }
 
     /// About what the index takes in memory: a key with its list (arrow's `OwnedRow`, a
@@ -592,7 +604,12 @@ impl JoinOperator {
                 self.sides[this].matches.insert(*at, matches.len() as u32);
             }
         }
-        if !counted_other {
+        if counted_other {
+            // The matched rows' counts changed: their epochs are encoded again.
+            for (_, m) in &pairs {
+                self.sides[other].epochs.touch(m.0);
+            }
+        } else {
             // Match counts only matter for outer and kept sides.
             self.sides[other].matches.clear();
         }
@@ -704,8 +721,7 @@ impl JoinOperator {
                         let batch = side.stored.get(b)?;
                         for r in 0..batch.num_rows() {
                             let null = side.keys.iter().any(|k| batch.column(*k).is_null(r));
-                            if !side.emitted[b][r] && (all || null) {
-                                side.emitted[b][r] = true;
+                            if (all || null) && side.flag((b, r)) {
                                 picks.push((b, r));
                             }
                         }
@@ -714,7 +730,7 @@ impl JoinOperator {
             } else if self.right_rows > 0 {
                 for (i, key) in keys.iter().enumerate() {
                     if key.is_none() || self.right_nulls > 0 {
-                        self.sides[kept].emitted[stored][i] = true;
+                        self.sides[kept].flag((stored, i));
                     }
                 }
             }
@@ -768,8 +784,8 @@ impl JoinOperator {
         picks.sort_unstable();
         picks.dedup();
         // `picks`: kept rows that now have a match for the first time (flagged).
-        for (b, r) in &picks {
-            self.sides[kept].emitted[*b][*r] = true;
+        for pick in &picks {
+            self.sides[kept].flag(*pick);
         }
         let (rows, kind) = if !anti {
             (picks, None)
@@ -877,8 +893,7 @@ impl Operator for JoinOperator {
         let mut retract = Vec::new();
         if outer(other) {
             for o in &theirs {
-                if !self.sides[other].emitted[o.0][o.1] {
-                    self.sides[other].emitted[o.0][o.1] = true;
+                if self.sides[other].flag(*o) {
                     retract.push(*o);
                 }
             }
@@ -887,8 +902,8 @@ impl Operator for JoinOperator {
         }
         let mut lonely = Vec::new();
         if outer(this) {
-            for (_, i) in &mine {
-                self.sides[this].emitted[stored][*i] = true;
+            for at in &mine {
+                self.sides[this].flag(*at);
             }
             lonely = (0..rows)
                 .filter(|i| !self.sides[this].emitted[stored][*i])

@@ -6,8 +6,8 @@
 //! keeps the encoded parts of an epoch nobody changed since: the next snapshot hands the
 //! same bytes again, without encoding them, and incremental checkpoints (see
 //! `weir_runtime::state_file`) do not write them again. An epoch changes when one of its
-//! rows is retracted or expires; a side whose rows carry flags (a semi join's kept side,
-//! an outer side) is encoded afresh every time. Epochs merge like a binary counter — the
+//! rows is retracted or expires, or when the flag a row carries changes (a semi join's
+//! kept row emitted, an outer row matched, a match count of an updating join). Epochs merge like a binary counter — the
 //! newest into the one before while that one holds no more rows, or is small — up to
 //! [`MAX_MERGE_ROWS`]: a merge encodes both epochs again and the checkpoint writes what it
 //! encodes, so unbounded merges made checkpoints write most of the state again (q20 at
@@ -149,7 +149,6 @@ impl JoinOperator {
     pub(super) fn snapshot(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
         let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
         for s in 0..2 {
-            let flagged = self.flagged(s);
             // Where this snapshot's newly encoded parts wait on disk, if they do.
             let mut keep_file: Option<std::sync::Arc<SpillFile>> = None;
             let side = &mut self.sides[s];
@@ -158,26 +157,21 @@ impl JoinOperator {
             let rows = unsealed.map(|b| side.stored.rows(b)).sum();
             side.epochs.seal(batches, rows, MAX_MERGE_ROWS);
             for (e, range) in side.epochs.ranges().into_iter().enumerate() {
-                let kept = match flagged {
-                    true => None,
-                    false => {
-                        let kept = &mut self.sides[s].epochs.epochs[e].encoded;
-                        for (_, part) in kept.iter_mut().flatten() {
-                            if let Part::Disk { since, .. } = part
-                                && *since == RESTORED
-                            {
-                                *since = checkpoint.0;
-                            }
-                        }
-                        kept.clone()
+                let kept = &mut self.sides[s].epochs.epochs[e].encoded;
+                for (_, part) in kept.iter_mut().flatten() {
+                    if let Part::Disk { since, .. } = part
+                        && *since == RESTORED
+                    {
+                        *since = checkpoint.0;
                     }
-                };
+                }
+                let kept = kept.clone();
                 let parts = match kept {
                     Some(parts) => parts,
                     None => {
                         // Under a memory budget the parts are encoded a chunk at a time
                         // and wait for the next checkpoint on disk, not in memory.
-                        let memory = self.sides[s].stored.memory().filter(|_| !flagged);
+                        let memory = self.sides[s].stored.memory();
                         let mut parts: Vec<(usize, Part)> = Vec::new();
                         for chunk in self.chunks(s, range, memory.is_some()) {
                             let encoded = self.encode(s, chunk)?;
@@ -201,9 +195,7 @@ impl JoinOperator {
                                 ),
                             }
                         }
-                        if !flagged {
-                            self.sides[s].epochs.epochs[e].encoded = Some(parts.clone());
-                        }
+                        self.sides[s].epochs.epochs[e].encoded = Some(parts.clone());
                         parts
                     }
                 };
@@ -358,8 +350,8 @@ impl JoinOperator {
             let side = side_of(item);
             let batches = item_batches(&restored, item)?;
             // The item's bytes are the epoch's encoding in this subtask too (an epoch's
-            // key groups all move together), so an unflagged side does not encode them
-            // again at its next snapshot; one the restore left on disk stays there.
+            // key groups all move together, with their rows' flags), so the next snapshot
+            // does not encode them again; one the restore left on disk stays there.
             let kg = weir_state::keyed::item_key_group(item, self.max_parallelism)?;
             let part = match restored.item_disk_payload(item) {
                 Some(payload) => Part::Disk {
@@ -368,13 +360,12 @@ impl JoinOperator {
                 },
                 None => Part::Memory(restored.payload(item)?),
             };
-            let flagged = self.flagged(side);
             let stored = &mut self.sides[side];
             if current[side] != Some(epoch(item).unwrap_or(0)) {
                 current[side] = Some(epoch(item).unwrap_or(0));
                 stored.epochs.epochs.push(Epoch {
                     start: stored.stored.len(),
-                    encoded: (!flagged).then(Vec::new),
+                    encoded: Some(Vec::new()),
                     ..Default::default()
                 });
             }

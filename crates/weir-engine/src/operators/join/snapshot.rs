@@ -7,8 +7,9 @@
 //! same bytes again, without encoding them, and incremental checkpoints (see
 //! `weir_runtime::state_file`) do not write them again. An epoch changes when one of its
 //! rows is retracted or expires, or when the flag a row carries changes (a semi join's
-//! kept row emitted, an outer row matched, a match count of an updating join). Epochs merge like a binary counter — the
-//! newest into the one before while that one holds no more rows, or is small — up to
+//! kept row emitted, an outer row matched, a match count of an updating join). Epochs
+//! merge like a binary counter — the newest into the one before while that one holds no
+//! more rows, or is small — up to
 //! [`MAX_MERGE_ROWS`]: a merge encodes both epochs again and the checkpoint writes what it
 //! encodes, so unbounded merges made checkpoints write most of the state again (q20 at
 //! 30M events with 1 s checkpoints: 40–63% of the state each). Below that size a side

@@ -40,13 +40,16 @@ pub fn hash(key: &[u8]) -> u64 {
 /// `target`: the least recently used first. `entries` gives each key and its last use;
 /// `bytes` what a key takes in memory (asked only of the keys that move). Returns the keys
 /// and their bytes; none when `hot` is within `target`.
-pub fn least_recently_used<'a, K: Clone + 'a>(
-    entries: impl Iterator<Item = (&'a K, u64)>,
+pub fn least_recently_used<K>(
+    entries: impl Iterator<Item = (K, u64)>,
     bytes: impl Fn(&K) -> u64,
     hot: u64,
     target: u64,
 ) -> Vec<(K, u64)> {
-    let mut by_age: Vec<(u64, &K)> = entries.map(|(k, used)| (used, k)).collect();
+    if hot <= target {
+        return Vec::new();
+    }
+    let mut by_age: Vec<(u64, K)> = entries.map(|(k, used)| (used, k)).collect();
     by_age.sort_unstable_by_key(|(used, _)| *used);
     let mut freed = 0;
     let mut moving = Vec::new();
@@ -54,20 +57,25 @@ pub fn least_recently_used<'a, K: Clone + 'a>(
         if hot.saturating_sub(freed) <= target {
             break;
         }
-        let n = bytes(key);
+        let n = bytes(&key);
         freed += n;
-        moving.push((key.clone(), n));
+        moving.push((key, n));
     }
     moving
 }
 
-/// The index's keys are hashes already.
-#[derive(Default)]
-struct Identity(u64);
+/// Hashing for tables whose keys are hashes already: one multiplication spreads every bit
+/// of the key over the bits the table uses (a subtask's key hashes share their residues
+/// modulo the key groups, so their low bits alone would crowd a few buckets).
+pub type HashOfHash = BuildHasherDefault<Mixed>;
 
-impl Hasher for Identity {
+#[derive(Default)]
+pub struct Mixed(u64);
+
+impl Hasher for Mixed {
     fn finish(&self) -> u64 {
-        self.0
+        let x = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^ (x >> 32)
     }
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
@@ -98,7 +106,7 @@ struct Segment {
 /// [`StateMemory`] nothing ever moves here.
 pub struct ColdEntries {
     memory: Option<Arc<StateMemory>>,
-    index: HashMap<u64, Loc, BuildHasherDefault<Identity>>,
+    index: HashMap<u64, Loc, HashOfHash>,
     segments: Vec<Option<Segment>>,
     /// Bytes appended to the last segment but not written yet.
     pending: Vec<u8>,
@@ -490,10 +498,10 @@ mod tests {
             asked.borrow_mut().push(k.to_string());
             100
         };
-        let moving = least_recently_used(used.iter().map(|(k, u)| (k, *u)), bytes, 400, 150);
+        let moving = least_recently_used(used.iter().map(|(k, u)| (*k, *u)), bytes, 400, 150);
         assert_eq!(moving, vec![("a", 100), ("b", 100), ("c", 100)]);
         assert_eq!(*asked.borrow(), vec!["a", "b", "c"]);
-        let none = least_recently_used(used.iter().map(|(k, u)| (k, *u)), |_| 100, 400, 400);
+        let none = least_recently_used(used.iter().map(|(k, u)| (*k, *u)), |_| 100, 400, 400);
         assert!(none.is_empty());
     }
 

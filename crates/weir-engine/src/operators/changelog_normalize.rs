@@ -8,18 +8,20 @@
 //! Input arrives hash-partitioned by the key columns. State is keyed (one row per key,
 //! snapshotted as rows of the input schema) and `table.exec.state.ttl` drops keys
 //! untouched that long. A snapshot writes the keys whose row changed since the previous
-//! one (`operators::delta`); after a delete or an expiry it writes every key. Past the
-//! job's state memory budget (`taskmanager.memory.managed.size`), the least recently used
-//! keys move to local disk ([`weir_state::cold`]) and come back when a row of theirs does.
+//! one (`operators::delta`, keys named by their key hash); after a delete or an expiry it
+//! writes every key. Past the job's state memory budget (`taskmanager.memory.managed.size`),
+//! the least recently used keys move to local disk ([`weir_state::cold`]) and come back
+//! when a row of theirs does; the snapshots' bookkeeping counts in the budget too.
 
-use super::delta::{DeltaSnapshots, every_key, row_key_hashes};
+use super::delta::DeltaSnapshots;
+use super::hot::ByHash;
 use super::keys;
 use super::state::{Ttl, item_batches, now_ms};
 use arrow::array::{Int8Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
@@ -60,7 +62,7 @@ impl OperatorFactory for ChangelogNormalizeFactory {
             output: changelog::with_op_field(&keys::nullable(&self.schema)),
             key_rows: keys::converter(&self.schema, &self.keys)?,
             full_rows: RowConverter::new(fields)?,
-            last: HashMap::new(),
+            last: ByHash::default(),
             ttl: Ttl::new(self.state_ttl),
             delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
             changed: HashSet::new(),
@@ -77,11 +79,11 @@ struct ChangelogNormalize {
     key_rows: RowConverter,
     full_rows: RowConverter,
     /// Each key's last row, and when it was last touched (keys in memory).
-    last: HashMap<OwnedRow, (OwnedRow, u64)>,
+    last: ByHash<(OwnedRow, u64)>,
     ttl: Option<Ttl>,
-    /// What earlier snapshots wrote, and the keys whose row changed since.
-    delta: DeltaSnapshots<OwnedRow>,
-    changed: HashSet<OwnedRow>,
+    /// What earlier snapshots wrote, and the hashes of the keys whose row changed since.
+    delta: DeltaSnapshots<u64>,
+    changed: HashSet<u64>,
     /// Keys moved to disk: the key's row bytes, then its last row's.
     cold: ColdEntries,
     /// What the keys in `last` hold, as [`key_bytes`] counts it.
@@ -97,38 +99,55 @@ fn key_bytes(key: &OwnedRow, row: &OwnedRow) -> u64 {
     KEY_OVERHEAD + (key.row().as_ref().len() + row.row().as_ref().len()) as u64
 }
 
-/// Key `key`'s last row where it is, in `last` or on disk in `cold` (it stays there); rows
-/// on disk are bytes of `full`.
-fn last_row(
-    last: &HashMap<OwnedRow, (OwnedRow, u64)>,
-    cold: &ColdEntries,
-    full: &RowConverter,
-    key: &OwnedRow,
-) -> Result<Option<OwnedRow>> {
-    if let Some((row, _)) = last.get(key) {
-        return Ok(Some(row.clone()));
-    }
-    let k = key.row();
-    let bytes = cold.get(cold::hash(k.as_ref()), k.as_ref())?;
-    Ok(bytes.map(|b| full.parser().parse(&b).owned()))
-}
+/// Memory of a key hash in the snapshots' bookkeeping: in a part's list, or in the
+/// changed set (with the set's slack).
+const HASH_BYTES: u64 = 8;
+const CHANGED_BYTES: u64 = 16;
 
 impl ChangelogNormalize {
-    /// Key `key`'s last row, taken out of memory or off the disk.
-    fn take(&mut self, key: &OwnedRow) -> Result<Option<OwnedRow>> {
-        if let Some((row, _)) = self.last.remove(key) {
+    /// Key `key`'s last row (`hash` its key hash), taken out of memory or off the disk.
+    fn take(&mut self, key: &OwnedRow, hash: u64) -> Result<Option<OwnedRow>> {
+        if let Some((row, _)) = self.last.remove(hash, key) {
             self.hot_bytes -= key_bytes(key, &row);
             return Ok(Some(row));
         }
-        let k = key.row();
-        let taken = self.cold.take(cold::hash(k.as_ref()), k.as_ref())?;
+        let taken = self.cold.take(hash, key.row().as_ref())?;
         Ok(taken.map(|(bytes, _)| self.full_rows.parser().parse(&bytes).owned()))
     }
 
     /// Keeps `row` as key `key`'s last row, in memory, touched at `touched`.
-    fn put(&mut self, key: OwnedRow, row: OwnedRow, touched: u64) {
+    fn put(&mut self, key: OwnedRow, hash: u64, row: OwnedRow, touched: u64) {
         self.hot_bytes += key_bytes(&key, &row);
-        self.last.insert(key, (row, touched));
+        self.last.insert(hash, key, (row, touched));
+    }
+
+    /// The key hashes of a batch's rows.
+    fn hashes(&self, batch: &RecordBatch) -> Result<Vec<u64>> {
+        let columns: Vec<&dyn arrow::array::Array> = self
+            .keys
+            .iter()
+            .map(|c| batch.column(*c).as_ref())
+            .collect();
+        weir_state::key::hash_arrays(&columns, batch.num_rows())
+    }
+
+    /// What the snapshots' bookkeeping holds in memory for good (about): the key hashes of
+    /// the parts and of the changed keys.
+    fn bookkeeping(&self) -> u64 {
+        self.delta.keys_held() as u64 * HASH_BYTES + self.changed.capacity() as u64 * CHANGED_BYTES
+    }
+
+    /// The last rows of the keys of hashes `hashes`, in memory or on disk.
+    fn rows_of_hashes(&self, hashes: &[u64]) -> Result<RecordBatch> {
+        let mut rows: Vec<OwnedRow> = Vec::with_capacity(hashes.len());
+        for hash in hashes {
+            rows.extend(self.last.of_hash(*hash).map(|(_, (row, _))| row.clone()));
+            if let Some((_, bytes)) = self.cold.get_by_hash(*hash)? {
+                rows.push(self.full_rows.parser().parse(&bytes).owned());
+            }
+        }
+        let columns = self.full_rows.convert_rows(rows.iter().map(|r| r.row()))?;
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 
     /// Keys were dropped: the next snapshot writes every key.
@@ -140,29 +159,31 @@ impl ChangelogNormalize {
     /// While the job's state is over its budget, moves the least recently used keys to
     /// disk.
     fn relieve(&mut self) -> Result<()> {
-        if !self.cold.set_hot(self.hot_bytes) {
+        let bookkeeping = self.bookkeeping();
+        if !self.cold.set_hot(self.hot_bytes + bookkeeping) {
             return Ok(());
         }
         let moving = cold::least_recently_used(
-            self.last.iter().map(|(k, (_, used))| (k, *used)),
-            |k| key_bytes(k, &self.last[k].0),
+            self.last.iter().map(|(h, k, (_, used))| ((h, k), *used)),
+            |(h, k)| key_bytes(k, &self.last.get(*h, k).expect("a key in memory").0),
             self.hot_bytes,
-            self.cold.hot_target(),
+            self.cold.hot_target().saturating_sub(bookkeeping),
         );
-        for (key, bytes) in moving {
-            let (row, touched) = self.last.remove(&key).expect("a key in memory");
-            let k = key.row();
-            let hash = cold::hash(k.as_ref());
+        let moving: Vec<(u64, OwnedRow, u64)> = (moving.into_iter())
+            .map(|((hash, key), bytes)| (hash, key.clone(), bytes))
+            .collect();
+        for (hash, key, bytes) in moving {
+            let (row, touched) = self.last.remove(hash, &key).expect("a key in memory");
             if self
                 .cold
-                .put(hash, k.as_ref(), row.row().as_ref(), touched)?
+                .put(hash, key.row().as_ref(), row.row().as_ref(), touched)?
             {
                 self.hot_bytes -= bytes;
             } else {
-                self.last.insert(key, (row, touched));
+                self.last.insert(hash, key, (row, touched));
             }
         }
-        self.cold.set_hot(self.hot_bytes);
+        self.cold.set_hot(self.hot_bytes + bookkeeping);
         Ok(())
     }
 }
@@ -181,11 +202,12 @@ impl Operator for ChangelogNormalize {
                     .key_rows
                     .convert_columns(&keys::columns(&batch, &self.keys))?;
                 let full = self.full_rows.convert_columns(batch.columns())?;
+                let hashes = self.hashes(&batch)?;
                 let now = now_ms();
-                for r in 0..batch.num_rows() {
+                for (r, hash) in hashes.into_iter().enumerate() {
                     let k = key.row(r).owned();
-                    self.take(&k)?;
-                    self.put(k, full.row(r).owned(), now);
+                    self.take(&k, hash)?;
+                    self.put(k, hash, full.row(r).owned(), now);
                 }
                 self.relieve()?;
             }
@@ -204,6 +226,7 @@ impl Operator for ChangelogNormalize {
             .key_rows
             .convert_columns(&keys::columns(&batch, &self.keys))?;
         let full = self.full_rows.convert_columns(batch.columns())?;
+        let hashes = self.hashes(&batch)?;
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
             let mut freed = 0;
@@ -221,10 +244,10 @@ impl Operator for ChangelogNormalize {
         }
         let mut rows: Vec<OwnedRow> = Vec::new();
         let mut kinds: Vec<i8> = Vec::new();
-        for i in 0..batch.num_rows() {
+        for (i, hash) in hashes.into_iter().enumerate() {
             let k = key.row(i).owned();
             if changelog::kind_at(ops.as_ref(), i).is_retraction() {
-                if let Some(old) = self.take(&k)? {
+                if let Some(old) = self.take(&k, hash)? {
                     rows.push(old);
                     kinds.push(RowKind::Delete as i8);
                     // A dropped key is in no later part: the next snapshot is whole.
@@ -233,7 +256,7 @@ impl Operator for ChangelogNormalize {
                 continue;
             }
             let new = full.row(i).owned();
-            if let Some((old, touched)) = self.last.get_mut(&k) {
+            if let Some((old, touched)) = self.last.get_mut(hash, &k) {
                 *touched = now;
                 if *old != new {
                     self.hot_bytes += new.row().as_ref().len() as u64;
@@ -242,15 +265,15 @@ impl Operator for ChangelogNormalize {
                     kinds.push(RowKind::UpdateBefore as i8);
                     rows.push(new);
                     kinds.push(RowKind::UpdateAfter as i8);
-                    self.changed.insert(k);
+                    self.changed.insert(hash);
                 }
                 continue;
             }
-            match self.take(&k)? {
+            match self.take(&k, hash)? {
                 None => {
                     rows.push(new.clone());
                     kinds.push(RowKind::Insert as i8);
-                    self.changed.insert(k.clone());
+                    self.changed.insert(hash);
                 }
                 Some(old) if old == new => {}
                 Some(old) => {
@@ -258,10 +281,10 @@ impl Operator for ChangelogNormalize {
                     kinds.push(RowKind::UpdateBefore as i8);
                     rows.push(new.clone());
                     kinds.push(RowKind::UpdateAfter as i8);
-                    self.changed.insert(k.clone());
+                    self.changed.insert(hash);
                 }
             }
-            self.put(k, new, now);
+            self.put(k, hash, new, now);
         }
         self.relieve()?;
         if rows.is_empty() {
@@ -275,7 +298,8 @@ impl Operator for ChangelogNormalize {
 
     fn state_bytes(&self) -> usize {
         (self.hot_bytes + self.cold.on_disk()) as usize
-            + self.delta.size(std::mem::size_of::<OwnedRow>() + 16)
+            + self.delta.size(HASH_BYTES as usize)
+            + self.changed.capacity() * CHANGED_BYTES as usize
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
@@ -283,23 +307,22 @@ impl Operator for ChangelogNormalize {
             self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let changed: Vec<OwnedRow> = match self.delta.whole() {
+        let changed: Vec<u64> = match self.delta.whole() {
             true => {
                 self.changed.clear();
-                every_key(self.last.keys(), &self.cold, &self.key_rows)?
+                let hot = self.last.iter().map(|(hash, _, _)| hash);
+                hot.chain(self.cold.hashes()).collect()
             }
             false => self.changed.drain().collect(),
         };
-        let hashes_of = |keys: &[OwnedRow]| row_key_hashes(&self.key_rows, keys, self.keys.len());
-        let rows_of = |keys: &[OwnedRow]| -> Result<RecordBatch> {
-            let mut rows = Vec::with_capacity(keys.len());
-            for key in keys {
-                rows.extend(last_row(&self.last, &self.cold, &self.full_rows, key)?);
-            }
-            let columns = self.full_rows.convert_rows(rows.iter().map(|r| r.row()))?;
-            Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
-        };
-        self.delta.snapshot(checkpoint, changed, hashes_of, rows_of)
+        // Snapshots name keys by their key hash, which decides their key group.
+        let hashes_of = |hashes: &[u64]| Ok(hashes.to_vec());
+        // (Out of `self` while it reads the rows.)
+        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
+        let rows_of = |hashes: &[u64]| self.rows_of_hashes(hashes);
+        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
+        self.delta = delta;
+        state
     }
 
     async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {

@@ -94,6 +94,12 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
         }
     }
 
+    /// The keys the parts list (with their lists' slack): what the parts hold in memory
+    /// for good, as their bytes leave once a checkpoint wrote them.
+    pub(super) fn keys_held(&self) -> usize {
+        self.parts.iter().flatten().map(|p| p.keys.capacity()).sum()
+    }
+
     /// Memory the parts take (their keys counted at `key_bytes` each).
     pub(super) fn size(&self, key_bytes: usize) -> usize {
         self.parts

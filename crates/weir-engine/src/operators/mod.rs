@@ -9,6 +9,7 @@ mod changelog_normalize;
 mod delta;
 mod final_top_n;
 mod group_aggregate;
+mod hot;
 mod join;
 mod keys;
 mod limit;

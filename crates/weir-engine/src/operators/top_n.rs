@@ -14,14 +14,18 @@
 //! when the list grows or shrinks); without it, only rows that entered or left the top.
 //! State is keyed and snapshotted per key group as rows of the input schema, a snapshot
 //! writing only the partitions changed since the previous one (`operators::delta`): a
-//! restore takes each partition's rows from the last part that holds it.
+//! restore takes each partition's rows from the last part that holds it. Snapshots name
+//! partitions by their key hash ([`weir_state::key`], 8 bytes each), and a part holds
+//! the rows of every partition of its hashes.
 //!
 //! Under a memory budget (`taskmanager.memory.managed.size`), the least recently used
 //! partitions move to local disk while the job's keyed state is over it
-//! ([`weir_state::cold`]), and come back when a row reaches them. Snapshots read them
-//! there.
+//! ([`weir_state::cold`], by their key hash), and come back when a row reaches them.
+//! Snapshots read them there. What the snapshots' bookkeeping holds in memory (each
+//! part's hashes, the hashes changed since the last snapshot) counts in the budget too.
 
-use super::delta::{DeltaSnapshots, every_key, row_key_hashes};
+use super::delta::DeltaSnapshots;
+use super::hot::ByHash;
 use super::keys;
 use super::state::{Ttl, item_batches, now_ms};
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
@@ -128,7 +132,7 @@ impl OperatorFactory for TopNFactory {
             partition_rows: keys::converter(&self.input_schema, &self.partition)?,
             order_rows: RowConverter::new(order_fields)?,
             full_rows: RowConverter::new(row_fields)?,
-            tops: HashMap::new(),
+            tops: ByHash::default(),
             ttl: Ttl::new(self.state_ttl),
             next_id: 0,
             delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
@@ -164,18 +168,25 @@ struct TopN {
     partition_rows: RowConverter,
     order_rows: RowConverter,
     full_rows: RowConverter,
-    /// Each partition's best rows (all its rows when retracting), best first, and when a
-    /// row last reached it.
-    tops: HashMap<OwnedRow, (Vec<Entry>, u64)>,
+    /// The partitions in memory.
+    tops: ByHash<Partition>,
     ttl: Option<Ttl>,
     next_id: u64,
-    /// What earlier snapshots wrote, and the partitions whose stored rows changed since.
-    delta: DeltaSnapshots<OwnedRow>,
-    changed: HashSet<OwnedRow>,
+    /// What earlier snapshots wrote, and the key hashes of the partitions whose stored
+    /// rows changed since.
+    delta: DeltaSnapshots<u64>,
+    changed: HashSet<u64>,
     /// Partitions moved to disk (see the module docs).
     cold: ColdEntries,
     /// What the partitions in `tops` hold, as [`partition_bytes`] counts it.
     hot_bytes: u64,
+}
+
+/// A partition in memory: its best rows (all its rows when retracting), best first, and
+/// when a row last reached it.
+struct Partition {
+    top: Vec<Entry>,
+    touched: u64,
 }
 
 /// Memory of a partition besides its rows' bytes: its key's and list's headers, the map's
@@ -238,17 +249,10 @@ fn next<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     Some(head)
 }
 
-/// Partition `key`'s rows if they are on disk (they stay there).
-fn cold_top(
-    cold: &ColdEntries,
-    key: &OwnedRow,
-    order: &RowConverter,
-    full: &RowConverter,
-) -> Result<Option<Vec<Entry>>> {
-    let key = key.row();
-    let bytes = cold.get(cold::hash(key.as_ref()), key.as_ref())?;
-    bytes.map(|b| decode_top(&b, order, full)).transpose()
-}
+/// Memory of a key hash in the snapshots' bookkeeping: in a part's list, or in the
+/// changed set (with the set's slack).
+const HASH_BYTES: u64 = 8;
+const CHANGED_BYTES: u64 = 16;
 
 /// Output rows being collected: the input row, its rank (1-based) and kind.
 #[derive(Default)]
@@ -274,51 +278,84 @@ impl TopN {
         self.delta.start_over();
     }
 
-    /// Partition `key`'s rows, taken out of memory or off the disk.
-    fn take_top(&mut self, key: &OwnedRow) -> Result<Option<Vec<Entry>>> {
-        if let Some((top, _)) = self.tops.remove(key) {
-            self.hot_bytes -= partition_bytes(key, &top);
-            return Ok(Some(top));
+    /// Partition `key`'s rows (its key hash `hash`), taken out of memory or off the disk.
+    fn take_top(&mut self, key: &OwnedRow, hash: u64) -> Result<Option<Vec<Entry>>> {
+        if let Some(p) = self.tops.remove(hash, key) {
+            self.hot_bytes -= partition_bytes(key, &p.top);
+            return Ok(Some(p.top));
         }
-        let key = key.row();
-        let taken = self.cold.take(cold::hash(key.as_ref()), key.as_ref())?;
+        let taken = self.cold.take(hash, key.row().as_ref())?;
         (taken.map(|(bytes, _)| decode_top(&bytes, &self.order_rows, &self.full_rows))).transpose()
     }
 
-    /// Keeps partition `key` in memory, last used at `touched`.
-    fn put_top(&mut self, key: OwnedRow, top: Vec<Entry>, touched: u64) {
+    /// Keeps partition `key` (its key hash `hash`) in memory, last used at `touched`.
+    fn put_top(&mut self, key: OwnedRow, top: Vec<Entry>, touched: u64, hash: u64) {
         self.hot_bytes += partition_bytes(&key, &top);
-        self.tops.insert(key, (top, touched));
+        self.tops.insert(hash, key, Partition { top, touched });
+    }
+
+    /// The key hashes of a batch's partitions, by row.
+    fn hashes(&self, batch: &RecordBatch) -> Result<Vec<u64>> {
+        let columns: Vec<&dyn arrow::array::Array> = (self.partition.iter())
+            .map(|c| batch.column(*c).as_ref())
+            .collect();
+        weir_state::key::hash_arrays(&columns, batch.num_rows())
+    }
+
+    /// What the snapshots' bookkeeping holds in memory for good (about): the key hashes of
+    /// the parts and of the changed keys.
+    fn bookkeeping(&self) -> u64 {
+        self.delta.keys_held() as u64 * HASH_BYTES + self.changed.capacity() as u64 * CHANGED_BYTES
     }
 
     /// While the job's state is over its budget, moves the least recently used
     /// partitions to disk.
     fn relieve(&mut self) -> Result<()> {
-        if !self.cold.set_hot(self.hot_bytes) {
+        let bookkeeping = self.bookkeeping();
+        if !self.cold.set_hot(self.hot_bytes + bookkeeping) {
             return Ok(());
         }
         let moving = cold::least_recently_used(
-            self.tops.iter().map(|(k, (_, used))| (k, *used)),
-            |k| partition_bytes(k, &self.tops[k].0),
+            self.tops.iter().map(|(h, k, p)| ((h, k), p.touched)),
+            |(h, k)| partition_bytes(k, &self.tops.get(*h, k).expect("a kept partition").top),
             self.hot_bytes,
-            self.cold.hot_target(),
+            self.cold.hot_target().saturating_sub(bookkeeping),
         );
-        for (key, bytes) in moving {
-            let (top, touched) = self.tops.remove(&key).expect("a kept partition");
-            let k = key.row();
-            if self.cold.put(
-                cold::hash(k.as_ref()),
-                k.as_ref(),
-                &encode_top(&top),
-                touched,
-            )? {
+        let moving: Vec<(u64, OwnedRow, u64)> = (moving.into_iter())
+            .map(|((hash, key), bytes)| (hash, key.clone(), bytes))
+            .collect();
+        for (hash, key, bytes) in moving {
+            let p = self.tops.remove(hash, &key).expect("a kept partition");
+            let (k, value) = (key.row(), encode_top(&p.top));
+            if self.cold.put(hash, k.as_ref(), &value, p.touched)? {
                 self.hot_bytes -= bytes;
             } else {
-                self.tops.insert(key, (top, touched));
+                self.tops.insert(hash, key, p);
             }
         }
-        self.cold.set_hot(self.hot_bytes);
+        self.cold.set_hot(self.hot_bytes + bookkeeping);
         Ok(())
+    }
+
+    /// Every stored row of the partitions of key hashes `hashes`, in memory or
+    /// on disk, each partition's rows together, best first.
+    fn rows_of_hashes(&self, hashes: &[u64]) -> Result<RecordBatch> {
+        let mut rows: Vec<arrow::row::Row<'_>> = Vec::new();
+        let mut on_disk = Vec::new();
+        for hash in hashes {
+            for (_, p) in self.tops.of_hash(*hash) {
+                rows.extend(p.top.iter().map(|e| e.row.row()));
+            }
+            if let Some((_, bytes)) = self.cold.get_by_hash(*hash)? {
+                on_disk.extend(decode_top(&bytes, &self.order_rows, &self.full_rows)?);
+            }
+        }
+        rows.extend(on_disk.iter().map(|e| e.row.row()));
+        let columns = self.full_rows.convert_rows(rows)?;
+        Ok(RecordBatch::try_new(
+            keys::nullable(&self.input_schema),
+            columns,
+        )?)
     }
 
     fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Rows)> {
@@ -443,22 +480,24 @@ impl Operator for TopN {
         for item in &state.items {
             for batch in item_batches(&state, item)? {
                 let (partition, order, full) = self.converted(&batch)?;
-                let mut here: HashMap<OwnedRow, Vec<Entry>> = HashMap::new();
-                for r in 0..batch.num_rows() {
+                let hashes = self.hashes(&batch)?;
+                let mut here: HashMap<OwnedRow, (Vec<Entry>, u64)> = HashMap::new();
+                for (r, hash) in hashes.into_iter().enumerate() {
                     let entry = Entry {
                         id: self.next_id,
                         sort: order.row(r).owned(),
                         row: full.row(r).owned(),
                     };
                     self.next_id += 1;
-                    here.entry(partition.row(r).owned())
-                        .or_default()
-                        .push(entry);
+                    let (top, _) = here
+                        .entry(partition.row(r).owned())
+                        .or_insert_with(|| (Vec::new(), hash));
+                    top.push(entry);
                 }
                 let now = now_ms();
-                for (key, top) in here {
-                    self.take_top(&key)?;
-                    self.put_top(key, top, now);
+                for (key, (top, hash)) in here {
+                    self.take_top(&key, hash)?;
+                    self.put_top(key, top, now, hash);
                 }
                 self.relieve()?;
             }
@@ -477,6 +516,7 @@ impl Operator for TopN {
             return Err(Error::internal("append-only Top-N received a changelog"));
         }
         let (partition, order, full) = self.converted(&batch)?;
+        let hashes = self.hashes(&batch)?;
         // Rows of each partition, in arrival order.
         let mut index: HashMap<arrow::row::Row<'_>, usize> = HashMap::new();
         let mut members: Vec<Vec<usize>> = Vec::new();
@@ -490,10 +530,10 @@ impl Operator for TopN {
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
             let mut freed = 0;
-            self.tops.retain(|key, (top, touched)| {
-                let keep = *touched >= cutoff;
+            self.tops.retain(|key, p| {
+                let keep = p.touched >= cutoff;
                 if !keep {
-                    freed += partition_bytes(key, top);
+                    freed += partition_bytes(key, &p.top);
                 }
                 keep
             });
@@ -505,7 +545,8 @@ impl Operator for TopN {
         let mut changes = Changes::default();
         for rows in members {
             let key = partition.row(rows[0]).owned();
-            let stored = self.take_top(&key)?;
+            let hash = hashes[rows[0]];
+            let stored = self.take_top(&key, hash)?;
             let existed = stored.is_some();
             let mut top = stored.unwrap_or_default();
             let mut modified = false;
@@ -547,9 +588,9 @@ impl Operator for TopN {
             }
             if !top.is_empty() {
                 if modified {
-                    self.changed.insert(key.clone());
+                    self.changed.insert(hash);
                 }
-                self.put_top(key, top, now);
+                self.put_top(key, top, now, hash);
             } else if existed {
                 // A dropped partition is in no later part: the next snapshot is whole.
                 self.start_over();
@@ -573,7 +614,8 @@ impl Operator for TopN {
 
     fn state_bytes(&self) -> usize {
         (self.hot_bytes + self.cold.on_disk()) as usize
-            + self.delta.size(std::mem::size_of::<OwnedRow>() + 16)
+            + self.delta.size(HASH_BYTES as usize)
+            + self.changed.capacity() * CHANGED_BYTES as usize
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
@@ -581,37 +623,22 @@ impl Operator for TopN {
             self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let changed: Vec<OwnedRow> = match self.delta.whole() {
+        let changed: Vec<u64> = match self.delta.whole() {
             true => {
                 self.changed.clear();
-                every_key(self.tops.keys(), &self.cold, &self.partition_rows)?
+                let hot = self.tops.iter().map(|(hash, _, _)| hash);
+                hot.chain(self.cold.hashes()).collect()
             }
             false => self.changed.drain().collect(),
         };
-        let hashes_of =
-            |keys: &[OwnedRow]| row_key_hashes(&self.partition_rows, keys, self.partition.len());
-        let rows_of = |keys: &[OwnedRow]| -> Result<RecordBatch> {
-            let mut on_disk = Vec::new();
-            let mut in_memory = Vec::new();
-            for key in keys {
-                match self.tops.get(key) {
-                    Some((top, _)) => in_memory.push(top),
-                    None => on_disk.extend(
-                        cold_top(&self.cold, key, &self.order_rows, &self.full_rows)?
-                            .unwrap_or_default(),
-                    ),
-                }
-            }
-            let rows = (in_memory.into_iter().flatten())
-                .chain(&on_disk)
-                .map(|e| e.row.row());
-            let columns = self.full_rows.convert_rows(rows)?;
-            Ok(RecordBatch::try_new(
-                keys::nullable(&self.input_schema),
-                columns,
-            )?)
-        };
-        self.delta.snapshot(checkpoint, changed, hashes_of, rows_of)
+        // Snapshots name partitions by the key hash, which decides their key group.
+        let hashes_of = |hashes: &[u64]| Ok(hashes.to_vec());
+        // (Out of `self` while it reads the rows.)
+        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
+        let rows_of = |hashes: &[u64]| self.rows_of_hashes(hashes);
+        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
+        self.delta = delta;
+        state
     }
 
     async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {

@@ -180,10 +180,13 @@ impl GroupAggregate {
         }
         let moving = cold::least_recently_used(
             self.groups.iter().map(|(k, g)| (k, g.touched)),
-            |k| self.groups[k].bytes,
+            |k| self.groups[*k].bytes,
             self.hot_bytes,
             self.cold.hot_target(),
         );
+        let moving: Vec<(OwnedRow, u64)> = (moving.into_iter())
+            .map(|(k, bytes)| (k.clone(), bytes))
+            .collect();
         if moving.is_empty() {
             return Ok(()); // what is over budget is the index of the groups on disk
         }

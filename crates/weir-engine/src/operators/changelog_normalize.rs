@@ -64,7 +64,8 @@ impl OperatorFactory for ChangelogNormalizeFactory {
             full_rows: RowConverter::new(fields)?,
             last: ByHash::default(),
             ttl: Ttl::new(self.state_ttl),
-            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
+                .on_disk(self.state_memory.clone()),
             changed: HashSet::new(),
             cold: ColdEntries::new(self.state_memory.clone()),
             hot_bytes: 0,

@@ -21,7 +21,8 @@
 //!
 //! A part's bytes stay in memory only until a completed checkpoint wrote them to the
 //! shared folder (parts of [`SHARED_MIN_BYTES`] or more); later snapshots refer to them
-//! there by name, as the join's epochs do. Without incremental checkpoints every snapshot
+//! there by name, as the join's epochs do. Under a state memory budget they wait in a
+//! local file instead of memory (a merge may encode most of the state again). Without incremental checkpoints every snapshot
 //! is whole and nothing is kept. A key that is dropped (state TTL, a Top-N partition
 //! emptied) is not in a later part: the operator then starts over, and the next snapshot
 //! is whole.
@@ -29,10 +30,12 @@
 use arrow::array::RecordBatch;
 use bytes::Bytes;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{OperatorState, StateDistribution};
 use weir_state::checkpoint::{DiskPayload, SHARED_MIN_BYTES, shared_name};
 use weir_state::keyed::encode_batch;
+use weir_state::spill::{SpillFile, StateMemory};
 
 /// One part: the keys it holds, and their rows as written.
 struct Part<K> {
@@ -43,6 +46,8 @@ struct Part<K> {
 enum Payload {
     /// Encoded for checkpoint `since`, not known to be in the shared folder yet.
     Memory { bytes: Bytes, since: u64 },
+    /// The same, waiting in a local file (under a memory budget).
+    Disk { payload: DiskPayload, since: u64 },
     /// Written to the shared folder by a completed checkpoint.
     Shared(DiskPayload),
 }
@@ -55,6 +60,8 @@ pub(super) struct DeltaSnapshots<K> {
     parts: Vec<Vec<Part<K>>>,
     /// The next snapshot writes every key anew.
     whole: bool,
+    /// The job's state budget: parts wait for their checkpoint in local files.
+    memory: Option<Arc<StateMemory>>,
 }
 
 impl<K: Ord + Clone> DeltaSnapshots<K> {
@@ -64,7 +71,15 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             incremental,
             parts: (0..max_parallelism).map(|_| Vec::new()).collect(),
             whole: true,
+            memory: None,
         }
+    }
+
+    /// Under the job's state budget `memory` (if any), new parts wait for their checkpoint
+    /// on local disk.
+    pub(super) fn on_disk(mut self, memory: Option<Arc<StateMemory>>) -> Self {
+        self.memory = memory;
+        self
     }
 
     /// Keys were dropped, or mean other state now: the next snapshot writes every key.
@@ -84,12 +99,18 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             return;
         }
         for part in self.parts.iter_mut().flatten() {
-            if let Payload::Memory { bytes, since } = &part.payload
-                && *since <= checkpoint.0
-                && bytes.len() >= SHARED_MIN_BYTES
-            {
-                let shared = DiskPayload::in_shared_folder(shared_name(bytes), bytes.len() as u64);
-                part.payload = Payload::Shared(shared);
+            match &part.payload {
+                Payload::Memory { bytes, since }
+                    if *since <= checkpoint.0 && bytes.len() >= SHARED_MIN_BYTES =>
+                {
+                    let shared =
+                        DiskPayload::in_shared_folder(shared_name(bytes), bytes.len() as u64);
+                    part.payload = Payload::Shared(shared);
+                }
+                Payload::Disk { payload, since } if *since <= checkpoint.0 => {
+                    part.payload = Payload::Shared(payload.shared_only());
+                }
+                _ => {}
             }
         }
     }
@@ -109,7 +130,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
                 p.keys.capacity() * key_bytes
                     + match &p.payload {
                         Payload::Memory { bytes, .. } => bytes.len(),
-                        Payload::Shared(_) => 0,
+                        Payload::Disk { .. } | Payload::Shared(_) => 0,
                     }
             })
             .sum()
@@ -130,6 +151,8 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             self.parts.iter_mut().for_each(Vec::clear);
             self.whole = false;
         }
+        // Where this snapshot's parts wait on disk, if they do.
+        let mut file: Option<Arc<SpillFile>> = None;
         if !changed.is_empty() {
             let mut by_group: BTreeMap<usize, Vec<K>> = BTreeMap::new();
             for (key, hash) in changed.iter().zip(hashes_of(&changed)?) {
@@ -144,12 +167,21 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
                 last.sort_unstable();
                 last.dedup();
                 let bytes = encode_batch(&rows_of(&last)?)?;
+                let since = checkpoint.0;
+                let payload = match &self.memory {
+                    Some(memory) if bytes.len() >= SHARED_MIN_BYTES => {
+                        let file = match &file {
+                            Some(file) => file.clone(),
+                            None => file.insert(SpillFile::create(memory)?).clone(),
+                        };
+                        let (_, payload) = file.keep(vec![(kg, bytes)])?.remove(0);
+                        Payload::Disk { payload, since }
+                    }
+                    _ => Payload::Memory { bytes, since },
+                };
                 parts.push(Part {
                     keys: last,
-                    payload: Payload::Memory {
-                        bytes,
-                        since: checkpoint.0,
-                    },
+                    payload,
                 });
             }
         }
@@ -158,7 +190,9 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             for part in parts {
                 let payload = match &part.payload {
                     Payload::Memory { bytes, .. } => state.add_payload(bytes.clone()),
-                    Payload::Shared(shared) => state.add_disk_payload(shared.clone()),
+                    Payload::Disk { payload, .. } | Payload::Shared(payload) => {
+                        state.add_disk_payload(payload.clone())
+                    }
                 };
                 state
                     .items

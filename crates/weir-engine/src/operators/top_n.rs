@@ -135,7 +135,8 @@ impl OperatorFactory for TopNFactory {
             tops: ByHash::default(),
             ttl: Ttl::new(self.state_ttl),
             next_id: 0,
-            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
+                .on_disk(self.state_memory.clone()),
             changed: HashSet::new(),
             cold: ColdEntries::new(self.state_memory.clone()),
             hot_bytes: 0,

@@ -43,7 +43,8 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
         converter: keys::converter(&f.input_schema, &f.keys)?,
         groups: HashMap::new(),
         ttl: Ttl::new(f.state_ttl),
-        delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+        delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
+            .on_disk(f.state_memory.clone()),
         changed: HashSet::new(),
         cold: ColdEntries::new(f.state_memory.clone()),
         cold_rows: None,

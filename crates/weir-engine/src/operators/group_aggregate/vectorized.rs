@@ -86,7 +86,8 @@ pub(super) fn create(f: &GroupAggregateFactory, task: &TaskInfo) -> Result<Box<d
         emitted: value_types.iter().map(new_column).collect(),
         value_types,
         ttl: Ttl::new(f.state_ttl),
-        delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints),
+        delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
+            .on_disk(f.state_memory.clone()),
         changed: ChangedIds::default(),
         changed_hashes: HashSet::new(),
         hashes: Vec::new(),

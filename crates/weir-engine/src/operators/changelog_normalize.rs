@@ -13,7 +13,7 @@
 //! the least recently used keys move to local disk ([`weir_state::cold`]) and come back
 //! when a row of theirs does; the snapshots' bookkeeping counts in the budget too.
 
-use super::delta::DeltaSnapshots;
+use super::delta::{DeltaSnapshots, HashDeltas};
 use super::hot::ByHash;
 use super::keys;
 use super::state::{Ttl, item_batches, now_ms};
@@ -21,7 +21,6 @@ use arrow::array::{Int8Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use async_trait::async_trait;
-use std::collections::HashSet;
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Result};
@@ -64,9 +63,10 @@ impl OperatorFactory for ChangelogNormalizeFactory {
             full_rows: RowConverter::new(fields)?,
             last: ByHash::default(),
             ttl: Ttl::new(self.state_ttl),
-            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
-                .on_disk(self.state_memory.clone()),
-            changed: HashSet::new(),
+            deltas: HashDeltas::new(
+                DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
+                    .on_disk(self.state_memory.clone()),
+            ),
             cold: ColdEntries::new(self.state_memory.clone()),
             hot_bytes: 0,
         }))
@@ -83,8 +83,7 @@ struct ChangelogNormalize {
     last: ByHash<(OwnedRow, u64)>,
     ttl: Option<Ttl>,
     /// What earlier snapshots wrote, and the hashes of the keys whose row changed since.
-    delta: DeltaSnapshots<u64>,
-    changed: HashSet<u64>,
+    deltas: HashDeltas,
     /// Keys moved to disk: the key's row bytes, then its last row's.
     cold: ColdEntries,
     /// What the keys in `last` hold, as [`key_bytes`] counts it.
@@ -99,11 +98,6 @@ const KEY_OVERHEAD: u64 = 96;
 fn key_bytes(key: &OwnedRow, row: &OwnedRow) -> u64 {
     KEY_OVERHEAD + (key.row().as_ref().len() + row.row().as_ref().len()) as u64
 }
-
-/// Memory of a key hash in the snapshots' bookkeeping: in a part's list, or in the
-/// changed set (with the set's slack).
-const HASH_BYTES: u64 = 8;
-const CHANGED_BYTES: u64 = 16;
 
 impl ChangelogNormalize {
     /// Key `key`'s last row (`hash` its key hash), taken out of memory or off the disk.
@@ -122,22 +116,6 @@ impl ChangelogNormalize {
         self.last.insert(hash, key, (row, touched));
     }
 
-    /// The key hashes of a batch's rows.
-    fn hashes(&self, batch: &RecordBatch) -> Result<Vec<u64>> {
-        let columns: Vec<&dyn arrow::array::Array> = self
-            .keys
-            .iter()
-            .map(|c| batch.column(*c).as_ref())
-            .collect();
-        weir_state::key::hash_arrays(&columns, batch.num_rows())
-    }
-
-    /// What the snapshots' bookkeeping holds in memory for good (about): the key hashes of
-    /// the parts and of the changed keys.
-    fn bookkeeping(&self) -> u64 {
-        self.delta.keys_held() as u64 * HASH_BYTES + self.changed.capacity() as u64 * CHANGED_BYTES
-    }
-
     /// The last rows of the keys of hashes `hashes`, in memory or on disk.
     fn rows_of_hashes(&self, hashes: &[u64]) -> Result<RecordBatch> {
         let mut rows: Vec<OwnedRow> = Vec::with_capacity(hashes.len());
@@ -153,14 +131,13 @@ impl ChangelogNormalize {
 
     /// Keys were dropped: the next snapshot writes every key.
     fn start_over(&mut self) {
-        self.changed.clear();
-        self.delta.start_over();
+        self.deltas.start_over();
     }
 
     /// While the job's state is over its budget, moves the least recently used keys to
     /// disk.
     fn relieve(&mut self) -> Result<()> {
-        let bookkeeping = self.bookkeeping();
+        let bookkeeping = self.deltas.bookkeeping();
         if !self.cold.set_hot(self.hot_bytes + bookkeeping) {
             return Ok(());
         }
@@ -203,7 +180,7 @@ impl Operator for ChangelogNormalize {
                     .key_rows
                     .convert_columns(&keys::columns(&batch, &self.keys))?;
                 let full = self.full_rows.convert_columns(batch.columns())?;
-                let hashes = self.hashes(&batch)?;
+                let hashes = keys::hashes(&batch, &self.keys)?;
                 let now = now_ms();
                 for (r, hash) in hashes.into_iter().enumerate() {
                     let k = key.row(r).owned();
@@ -227,7 +204,7 @@ impl Operator for ChangelogNormalize {
             .key_rows
             .convert_columns(&keys::columns(&batch, &self.keys))?;
         let full = self.full_rows.convert_columns(batch.columns())?;
-        let hashes = self.hashes(&batch)?;
+        let hashes = keys::hashes(&batch, &self.keys)?;
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
             let mut freed = 0;
@@ -266,7 +243,7 @@ impl Operator for ChangelogNormalize {
                     kinds.push(RowKind::UpdateBefore as i8);
                     rows.push(new);
                     kinds.push(RowKind::UpdateAfter as i8);
-                    self.changed.insert(hash);
+                    self.deltas.mark(hash);
                 }
                 continue;
             }
@@ -274,7 +251,7 @@ impl Operator for ChangelogNormalize {
                 None => {
                     rows.push(new.clone());
                     kinds.push(RowKind::Insert as i8);
-                    self.changed.insert(hash);
+                    self.deltas.mark(hash);
                 }
                 Some(old) if old == new => {}
                 Some(old) => {
@@ -282,7 +259,7 @@ impl Operator for ChangelogNormalize {
                     kinds.push(RowKind::UpdateBefore as i8);
                     rows.push(new.clone());
                     kinds.push(RowKind::UpdateAfter as i8);
-                    self.changed.insert(hash);
+                    self.deltas.mark(hash);
                 }
             }
             self.put(k, hash, new, now);
@@ -298,9 +275,7 @@ impl Operator for ChangelogNormalize {
     }
 
     fn state_bytes(&self) -> usize {
-        (self.hot_bytes + self.cold.on_disk()) as usize
-            + self.delta.size(HASH_BYTES as usize)
-            + self.changed.capacity() * CHANGED_BYTES as usize
+        (self.hot_bytes + self.cold.on_disk()) as usize + self.deltas.size()
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
@@ -308,26 +283,17 @@ impl Operator for ChangelogNormalize {
             self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let changed: Vec<u64> = match self.delta.whole() {
-            true => {
-                self.changed.clear();
-                let hot = self.last.iter().map(|(hash, _, _)| hash);
-                hot.chain(self.cold.hashes()).collect()
-            }
-            false => self.changed.drain().collect(),
-        };
-        // Snapshots name keys by their key hash, which decides their key group.
-        let hashes_of = |hashes: &[u64]| Ok(hashes.to_vec());
         // (Out of `self` while it reads the rows.)
-        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
-        let rows_of = |hashes: &[u64]| self.rows_of_hashes(hashes);
-        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
-        self.delta = delta;
+        let mut deltas = std::mem::take(&mut self.deltas);
+        let hot = self.last.iter().map(|(hash, _, _)| hash);
+        let every = || hot.chain(self.cold.hashes()).collect();
+        let state = deltas.snapshot(checkpoint, every, |h| self.rows_of_hashes(h));
+        self.deltas = deltas;
         state
     }
 
     async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
-        self.delta.completed(checkpoint);
+        self.deltas.completed(checkpoint);
         Ok(())
     }
 }
@@ -335,6 +301,7 @@ impl Operator for ChangelogNormalize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operators::state::rows_as_text;
     use arrow::array::{Array, AsArray, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Int64Type, Schema};
     use std::sync::Arc;
@@ -415,23 +382,6 @@ mod tests {
         assert_eq!(shown(&mut out), ["-D[1, c]", "+I[2, d]"]);
     }
 
-    /// Every row of `state`, as text, sorted.
-    fn rows_of(state: OperatorState) -> Vec<String> {
-        let mut rows: Vec<String> = super::super::state::restored_batches(Some(state))
-            .unwrap()
-            .iter()
-            .flat_map(|b| {
-                let (k, v) = (
-                    b.column(0).as_primitive::<Int64Type>(),
-                    b.column(1).as_string::<i32>(),
-                );
-                (0..b.num_rows()).map(move |r| format!("{},{}", k.value(r), v.value(r)))
-            })
-            .collect();
-        rows.sort();
-        rows
-    }
-
     /// Under a budget a small part of its state, the operator moves keys to disk and back
     /// (every round reaches every key, in another order; one round deletes a tenth of
     /// them, the next brings them back), and emits, snapshots (delta and whole) and
@@ -491,8 +441,8 @@ mod tests {
         );
         let (spilled_state, reference_state) = (states.0.unwrap(), states.1.unwrap());
         assert_eq!(
-            rows_of(spilled_state.clone()),
-            rows_of(reference_state.clone())
+            rows_as_text(spilled_state.clone()),
+            rows_as_text(reference_state.clone())
         );
         // Restored under the budget, snapshotted whole: the keys on disk are read.
         drop(spilled);
@@ -502,11 +452,11 @@ mod tests {
         assert!(memory.used() <= budget);
         let mut expected = factory(None).create(&whole).unwrap();
         expected.open(Some(reference_state)).await.unwrap();
-        let rows = rows_of(restored.snapshot_state(CheckpointId(9)).unwrap());
+        let rows = rows_as_text(restored.snapshot_state(CheckpointId(9)).unwrap());
         assert_eq!(rows.len(), 3000);
         assert_eq!(
             rows,
-            rows_of(expected.snapshot_state(CheckpointId(9)).unwrap())
+            rows_as_text(expected.snapshot_state(CheckpointId(9)).unwrap())
         );
     }
 }

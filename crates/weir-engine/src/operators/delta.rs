@@ -207,6 +207,79 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
     }
 }
 
+/// Delta snapshots of an operator that names its keys by their key hash
+/// ([`weir_state::key`], which also decides their key group), with the hashes changed
+/// since the previous snapshot.
+pub(super) struct HashDeltas {
+    delta: DeltaSnapshots<u64>,
+    changed: std::collections::HashSet<u64>,
+}
+
+/// Memory of a key hash in a part's list, and in the changed set (with its slack).
+const HASH_BYTES: usize = 8;
+const CHANGED_BYTES: usize = 16;
+
+impl Default for HashDeltas {
+    fn default() -> Self {
+        Self::new(DeltaSnapshots::new(0, false))
+    }
+}
+
+impl HashDeltas {
+    pub(super) fn new(delta: DeltaSnapshots<u64>) -> Self {
+        HashDeltas {
+            delta,
+            changed: Default::default(),
+        }
+    }
+
+    /// The state of the key of hash `hash` changed.
+    pub(super) fn mark(&mut self, hash: u64) {
+        self.changed.insert(hash);
+    }
+
+    /// Keys were dropped: the next snapshot writes every key.
+    pub(super) fn start_over(&mut self) {
+        self.changed.clear();
+        self.delta.start_over();
+    }
+
+    /// What this holds in memory for good (about): the key hashes of the parts and of the
+    /// changed keys, to be counted in the state budget.
+    pub(super) fn bookkeeping(&self) -> u64 {
+        (self.delta.keys_held() * HASH_BYTES + self.changed.capacity() * CHANGED_BYTES) as u64
+    }
+
+    /// What this holds in memory now, parts' bytes included.
+    pub(super) fn size(&self) -> usize {
+        self.delta.size(HASH_BYTES) + self.changed.capacity() * CHANGED_BYTES
+    }
+
+    pub(super) fn completed(&mut self, checkpoint: CheckpointId) {
+        self.delta.completed(checkpoint);
+    }
+
+    /// The snapshot for `checkpoint` ([`DeltaSnapshots::snapshot`]): `every` gives the
+    /// hashes of all keys for a whole one, `rows_of` every state row of the keys of some
+    /// hashes.
+    pub(super) fn snapshot(
+        &mut self,
+        checkpoint: CheckpointId,
+        every: impl FnOnce() -> Vec<u64>,
+        rows_of: impl FnMut(&[u64]) -> Result<RecordBatch>,
+    ) -> Result<OperatorState> {
+        let changed = match self.delta.whole() {
+            true => {
+                self.changed.clear();
+                every()
+            }
+            false => self.changed.drain().collect(),
+        };
+        let hashes_of = |hashes: &[u64]| Ok(hashes.to_vec());
+        self.delta.snapshot(checkpoint, changed, hashes_of, rows_of)
+    }
+}
+
 /// The key hashes ([`weir_state::key`]) of keys held as rows of `converter`, whose first
 /// `hashed` columns are the key columns (none: one key for every row).
 pub(super) fn row_key_hashes(

@@ -34,6 +34,13 @@ pub fn columns(batch: &RecordBatch, keys: &[usize]) -> Vec<ArrayRef> {
     keys.iter().map(|k| batch.column(*k).clone()).collect()
 }
 
+/// The key hashes ([`weir_state::key`]) of the `keys` columns of `batch`, by row.
+pub fn hashes(batch: &RecordBatch, keys: &[usize]) -> weir_common::Result<Vec<u64>> {
+    let columns: Vec<&dyn arrow::array::Array> =
+        keys.iter().map(|c| batch.column(*c).as_ref()).collect();
+    weir_state::key::hash_arrays(&columns, batch.num_rows())
+}
+
 /// `schema` with every field nullable (aggregates and outer joins produce NULLs in
 /// columns the plan may call non-nullable).
 pub fn nullable(schema: &Schema) -> SchemaRef {

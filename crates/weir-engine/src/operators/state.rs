@@ -46,3 +46,24 @@ impl Ttl {
 }
 
 pub use weir_common::now_ms;
+
+/// Every row a snapshot `state` holds, its columns as text joined by commas, sorted.
+#[cfg(test)]
+pub fn rows_as_text(state: weir_runtime::OperatorState) -> Vec<String> {
+    use arrow::util::display::array_value_to_string;
+    let mut rows: Vec<String> = restored_batches(Some(state))
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| {
+                let cells = b
+                    .columns()
+                    .iter()
+                    .map(|c| array_value_to_string(c, r).unwrap());
+                cells.collect::<Vec<_>>().join(",")
+            })
+        })
+        .collect();
+    rows.sort();
+    rows
+}

@@ -24,7 +24,7 @@
 //! Snapshots read them there. What the snapshots' bookkeeping holds in memory (each
 //! part's hashes, the hashes changed since the last snapshot) counts in the budget too.
 
-use super::delta::DeltaSnapshots;
+use super::delta::{DeltaSnapshots, HashDeltas};
 use super::hot::ByHash;
 use super::keys;
 use super::state::{Ttl, item_batches, now_ms};
@@ -33,7 +33,7 @@ use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{OwnedRow, RowConverter, Rows, SortField};
 use async_trait::async_trait;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
 use weir_common::{CheckpointId, Error, Result};
@@ -135,9 +135,10 @@ impl OperatorFactory for TopNFactory {
             tops: ByHash::default(),
             ttl: Ttl::new(self.state_ttl),
             next_id: 0,
-            delta: DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
-                .on_disk(self.state_memory.clone()),
-            changed: HashSet::new(),
+            deltas: HashDeltas::new(
+                DeltaSnapshots::new(task.max_parallelism, task.incremental_checkpoints)
+                    .on_disk(self.state_memory.clone()),
+            ),
             cold: ColdEntries::new(self.state_memory.clone()),
             hot_bytes: 0,
         }))
@@ -175,8 +176,7 @@ struct TopN {
     next_id: u64,
     /// What earlier snapshots wrote, and the key hashes of the partitions whose stored
     /// rows changed since.
-    delta: DeltaSnapshots<u64>,
-    changed: HashSet<u64>,
+    deltas: HashDeltas,
     /// Partitions moved to disk (see the module docs).
     cold: ColdEntries,
     /// What the partitions in `tops` hold, as [`partition_bytes`] counts it.
@@ -250,11 +250,6 @@ fn next<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     Some(head)
 }
 
-/// Memory of a key hash in the snapshots' bookkeeping: in a part's list, or in the
-/// changed set (with the set's slack).
-const HASH_BYTES: u64 = 8;
-const CHANGED_BYTES: u64 = 16;
-
 /// Output rows being collected: the input row, its rank (1-based) and kind.
 #[derive(Default)]
 struct Changes {
@@ -275,8 +270,7 @@ impl Changes {
 impl TopN {
     /// Partitions were dropped: the next snapshot writes every partition.
     fn start_over(&mut self) {
-        self.changed.clear();
-        self.delta.start_over();
+        self.deltas.start_over();
     }
 
     /// Partition `key`'s rows (its key hash `hash`), taken out of memory or off the disk.
@@ -295,24 +289,10 @@ impl TopN {
         self.tops.insert(hash, key, Partition { top, touched });
     }
 
-    /// The key hashes of a batch's partitions, by row.
-    fn hashes(&self, batch: &RecordBatch) -> Result<Vec<u64>> {
-        let columns: Vec<&dyn arrow::array::Array> = (self.partition.iter())
-            .map(|c| batch.column(*c).as_ref())
-            .collect();
-        weir_state::key::hash_arrays(&columns, batch.num_rows())
-    }
-
-    /// What the snapshots' bookkeeping holds in memory for good (about): the key hashes of
-    /// the parts and of the changed keys.
-    fn bookkeeping(&self) -> u64 {
-        self.delta.keys_held() as u64 * HASH_BYTES + self.changed.capacity() as u64 * CHANGED_BYTES
-    }
-
     /// While the job's state is over its budget, moves the least recently used
     /// partitions to disk.
     fn relieve(&mut self) -> Result<()> {
-        let bookkeeping = self.bookkeeping();
+        let bookkeeping = self.deltas.bookkeeping();
         if !self.cold.set_hot(self.hot_bytes + bookkeeping) {
             return Ok(());
         }
@@ -481,7 +461,7 @@ impl Operator for TopN {
         for item in &state.items {
             for batch in item_batches(&state, item)? {
                 let (partition, order, full) = self.converted(&batch)?;
-                let hashes = self.hashes(&batch)?;
+                let hashes = keys::hashes(&batch, &self.partition)?;
                 let mut here: HashMap<OwnedRow, (Vec<Entry>, u64)> = HashMap::new();
                 for (r, hash) in hashes.into_iter().enumerate() {
                     let entry = Entry {
@@ -517,7 +497,7 @@ impl Operator for TopN {
             return Err(Error::internal("append-only Top-N received a changelog"));
         }
         let (partition, order, full) = self.converted(&batch)?;
-        let hashes = self.hashes(&batch)?;
+        let hashes = keys::hashes(&batch, &self.partition)?;
         // Rows of each partition, in arrival order.
         let mut index: HashMap<arrow::row::Row<'_>, usize> = HashMap::new();
         let mut members: Vec<Vec<usize>> = Vec::new();
@@ -589,7 +569,7 @@ impl Operator for TopN {
             }
             if !top.is_empty() {
                 if modified {
-                    self.changed.insert(hash);
+                    self.deltas.mark(hash);
                 }
                 self.put_top(key, top, now, hash);
             } else if existed {
@@ -614,9 +594,7 @@ impl Operator for TopN {
     }
 
     fn state_bytes(&self) -> usize {
-        (self.hot_bytes + self.cold.on_disk()) as usize
-            + self.delta.size(HASH_BYTES as usize)
-            + self.changed.capacity() * CHANGED_BYTES as usize
+        (self.hot_bytes + self.cold.on_disk()) as usize + self.deltas.size()
     }
 
     fn snapshot_state(&mut self, checkpoint: CheckpointId) -> Result<OperatorState> {
@@ -624,26 +602,17 @@ impl Operator for TopN {
             self.start_over();
             return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
         }
-        let changed: Vec<u64> = match self.delta.whole() {
-            true => {
-                self.changed.clear();
-                let hot = self.tops.iter().map(|(hash, _, _)| hash);
-                hot.chain(self.cold.hashes()).collect()
-            }
-            false => self.changed.drain().collect(),
-        };
-        // Snapshots name partitions by the key hash, which decides their key group.
-        let hashes_of = |hashes: &[u64]| Ok(hashes.to_vec());
         // (Out of `self` while it reads the rows.)
-        let mut delta = std::mem::replace(&mut self.delta, DeltaSnapshots::new(0, false));
-        let rows_of = |hashes: &[u64]| self.rows_of_hashes(hashes);
-        let state = delta.snapshot(checkpoint, changed, hashes_of, rows_of);
-        self.delta = delta;
+        let mut deltas = std::mem::take(&mut self.deltas);
+        let hot = self.tops.iter().map(|(hash, _, _)| hash);
+        let every = || hot.chain(self.cold.hashes()).collect();
+        let state = deltas.snapshot(checkpoint, every, |h| self.rows_of_hashes(h));
+        self.deltas = deltas;
         state
     }
 
     async fn notify_checkpoint_complete(&mut self, checkpoint: CheckpointId) -> Result<()> {
-        self.delta.completed(checkpoint);
+        self.deltas.completed(checkpoint);
         Ok(())
     }
 }
@@ -652,27 +621,10 @@ impl Operator for TopN {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operators::state::restored_batches;
-    use arrow::array::{AsArray, Int64Array};
-    use arrow::datatypes::{Field, Int64Type, Schema};
+    use crate::operators::state::rows_as_text;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{Field, Schema};
     use weir_runtime::TaskInfo;
-
-    /// Every stored row of `state`, as text, sorted.
-    fn rows_of(state: OperatorState) -> Vec<String> {
-        let mut rows: Vec<String> = restored_batches(Some(state))
-            .unwrap()
-            .iter()
-            .flat_map(|b| {
-                let (k, v) = (
-                    b.column(0).as_primitive::<Int64Type>(),
-                    b.column(1).as_primitive::<Int64Type>(),
-                );
-                (0..b.num_rows()).map(move |r| format!("{},{}", k.value(r), v.value(r)))
-            })
-            .collect();
-        rows.sort();
-        rows
-    }
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
@@ -766,8 +718,8 @@ mod tests {
         let mut restored = factory.create(&whole).unwrap();
         restored.open(Some(state)).await.unwrap();
         assert_eq!(
-            rows_of(restored.snapshot_state(CheckpointId(9)).unwrap()),
-            rows_of(reference.snapshot_state(CheckpointId(9)).unwrap())
+            rows_as_text(restored.snapshot_state(CheckpointId(9)).unwrap()),
+            rows_as_text(reference.snapshot_state(CheckpointId(9)).unwrap())
         );
     }
 
@@ -827,8 +779,8 @@ mod tests {
         let whole = crate::batch::task("top_n");
         let (spilled_state, reference_state) = (states.0.unwrap(), states.1.unwrap());
         assert_eq!(
-            rows_of(spilled_state.clone()),
-            rows_of(reference_state.clone())
+            rows_as_text(spilled_state.clone()),
+            rows_as_text(reference_state.clone())
         );
         // Restored under the budget, snapshotted whole: the partitions on disk are read.
         drop(spilled);
@@ -838,8 +790,8 @@ mod tests {
         let mut expected = top_2(None).create(&whole).unwrap();
         expected.open(Some(reference_state)).await.unwrap();
         assert_eq!(
-            rows_of(restored.snapshot_state(CheckpointId(9)).unwrap()),
-            rows_of(expected.snapshot_state(CheckpointId(9)).unwrap())
+            rows_as_text(restored.snapshot_state(CheckpointId(9)).unwrap()),
+            rows_as_text(expected.snapshot_state(CheckpointId(9)).unwrap())
         );
     }
 

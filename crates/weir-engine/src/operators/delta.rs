@@ -22,10 +22,10 @@
 //! A part's bytes stay in memory only until a completed checkpoint wrote them to the
 //! shared folder (parts of [`SHARED_MIN_BYTES`] or more); later snapshots refer to them
 //! there by name, as the join's epochs do. Under a state memory budget they wait in a
-//! local file instead of memory (a merge may encode most of the state again). Without incremental checkpoints every snapshot
-//! is whole and nothing is kept. A key that is dropped (state TTL, a Top-N partition
-//! emptied) is not in a later part: the operator then starts over, and the next snapshot
-//! is whole.
+//! local file instead of memory (a merge may encode most of the state again). Without
+//! incremental checkpoints every snapshot is whole and nothing is kept. A key that is
+//! dropped (state TTL, a Top-N partition emptied, an upsert key deleted) is not in a later
+//! part: the operator then starts over, and the next snapshot is whole.
 
 use arrow::array::RecordBatch;
 use bytes::Bytes;

@@ -69,6 +69,7 @@ pub fn least_recently_used<K>(
 /// modulo the key groups, so their low bits alone would crowd a few buckets).
 pub type HashOfHash = BuildHasherDefault<Mixed>;
 
+/// The [`Hasher`] of [`HashOfHash`].
 #[derive(Default)]
 pub struct Mixed(u64);
 

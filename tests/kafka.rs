@@ -491,7 +491,8 @@ fn at_least_once_sink_loses_nothing_under_sigkill() {
         expected,
         "confluent-kafka's view"
     );
-    assert_offsets_unique(&committed_records(b, "alo", true));
+    let records = committed_records(b, "alo", true);
+    assert_offsets_unique(&records);
     // Weir's own view of the topic.
     let out = tmp.path().join("out");
     let read = format!(
@@ -506,7 +507,20 @@ fn at_least_once_sink_loses_nothing_under_sigkill() {
     );
     let s = write_script(tmp.path(), "read.sql", &read);
     run_ok(&[s.to_str().unwrap(), "-p", "2"]);
-    assert_eq!(ids(committed_lines(&out)), expected, "Weir's view");
+    let seen = ids(committed_lines(&out));
+    // Weir's read has lost a message now and then (three times so far, the first of its
+    // partition twice): name the records it lost, with their partitions and offsets.
+    let lost: Vec<&serde_json::Value> = (records.iter())
+        .filter(|r| {
+            let value = r["value"].as_str().unwrap_or("{}");
+            let row: serde_json::Value = serde_json::from_str(value).unwrap_or_default();
+            row["id"]
+                .as_i64()
+                .is_some_and(|id| seen.binary_search(&id).is_err())
+        })
+        .collect();
+    assert!(lost.is_empty(), "Weir's view lost these records: {lost:?}");
+    assert_eq!(seen, expected, "Weir's view");
 }
 
 /// The records a topic holds as committed data, as `tests/kafka/committed.py` reads them

@@ -116,6 +116,15 @@ impl SpillFile {
         }))
     }
 
+    /// The file in `slot`, created there under the budget's folder on first use (one
+    /// snapshot's encoded parts go to one file).
+    pub fn in_slot(slot: &mut Option<Arc<Self>>, memory: &StateMemory) -> Result<Arc<Self>> {
+        match slot {
+            Some(file) => Ok(file.clone()),
+            None => Ok(slot.insert(Self::create(memory)?).clone()),
+        }
+    }
+
     /// An existing file (a checkpoint's, on local disk), to read: its handle keeps it
     /// readable even once it is deleted.
     pub fn open(path: &std::path::Path) -> Result<Arc<Self>> {

@@ -19,7 +19,7 @@ use super::keys;
 use super::state::{Ttl, item_batches, now_ms};
 use arrow::array::{Int8Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
-use arrow::row::{OwnedRow, RowConverter, SortField};
+use arrow::row::{OwnedRow, RowConverter, Rows, SortField};
 use async_trait::async_trait;
 use std::sync::Arc;
 use weir_common::changelog::{self, RowKind};
@@ -129,6 +129,15 @@ impl ChangelogNormalize {
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 
+    /// A batch's keys and rows in row format, and its keys' hashes by row.
+    fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Vec<u64>)> {
+        Ok((
+            (self.key_rows).convert_columns(&keys::columns(batch, &self.keys))?,
+            self.full_rows.convert_columns(batch.columns())?,
+            keys::hashes(batch, &self.keys)?,
+        ))
+    }
+
     /// Keys were dropped: the next snapshot writes every key.
     fn start_over(&mut self) {
         self.deltas.start_over();
@@ -176,11 +185,7 @@ impl Operator for ChangelogNormalize {
         };
         for item in &state.items {
             for batch in item_batches(&state, item)? {
-                let key = self
-                    .key_rows
-                    .convert_columns(&keys::columns(&batch, &self.keys))?;
-                let full = self.full_rows.convert_columns(batch.columns())?;
-                let hashes = keys::hashes(&batch, &self.keys)?;
+                let (key, full, hashes) = self.converted(&batch)?;
                 let now = now_ms();
                 for (r, hash) in hashes.into_iter().enumerate() {
                     let k = key.row(r).owned();
@@ -200,11 +205,7 @@ impl Operator for ChangelogNormalize {
         out: &mut Output,
     ) -> Result<()> {
         let (batch, ops) = changelog::split(&batch);
-        let key = self
-            .key_rows
-            .convert_columns(&keys::columns(&batch, &self.keys))?;
-        let full = self.full_rows.convert_columns(batch.columns())?;
-        let hashes = keys::hashes(&batch, &self.keys)?;
+        let (key, full, hashes) = self.converted(&batch)?;
         let now = now_ms();
         if let Some(cutoff) = self.ttl.as_mut().and_then(|t| t.due(now)) {
             let mut freed = 0;

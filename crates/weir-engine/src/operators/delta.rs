@@ -60,6 +60,8 @@ pub(super) struct DeltaSnapshots<K> {
     parts: Vec<Vec<Part<K>>>,
     /// The next snapshot writes every key anew.
     whole: bool,
+    /// The keys the parts list, with their lists' slack (see [`Self::keys_held`]).
+    keys_held: usize,
     /// The job's state budget: parts wait for their checkpoint in local files.
     memory: Option<Arc<StateMemory>>,
 }
@@ -71,6 +73,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             incremental,
             parts: (0..max_parallelism).map(|_| Vec::new()).collect(),
             whole: true,
+            keys_held: 0,
             memory: None,
         }
     }
@@ -118,7 +121,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
     /// The keys the parts list (with their lists' slack): what the parts hold in memory
     /// for good, as their bytes leave once a checkpoint wrote them.
     pub(super) fn keys_held(&self) -> usize {
-        self.parts.iter().flatten().map(|p| p.keys.capacity()).sum()
+        self.keys_held
     }
 
     /// Memory the parts take (their keys counted at `key_bytes` each).
@@ -170,10 +173,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
                 let since = checkpoint.0;
                 let payload = match &self.memory {
                     Some(memory) if bytes.len() >= SHARED_MIN_BYTES => {
-                        let file = match &file {
-                            Some(file) => file.clone(),
-                            None => file.insert(SpillFile::create(memory)?).clone(),
-                        };
+                        let file = SpillFile::in_slot(&mut file, memory)?;
                         let (_, payload) = file.keep(vec![(kg, bytes)])?.remove(0);
                         Payload::Disk { payload, since }
                     }
@@ -203,6 +203,8 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             // Each snapshot is whole: nothing is kept for the next.
             self.parts.iter_mut().for_each(Vec::clear);
         }
+        // Only snapshots change the parts' keys; operators ask after every batch.
+        self.keys_held = self.parts.iter().flatten().map(|p| p.keys.capacity()).sum();
         Ok(state)
     }
 }

@@ -339,7 +339,9 @@ impl TopN {
         )?)
     }
 
-    fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Rows)> {
+    /// A batch's partition keys, sort keys and rows in row format, and its partitions'
+    /// key hashes by row.
+    fn converted(&self, batch: &RecordBatch) -> Result<(Rows, Rows, Rows, Vec<u64>)> {
         let partition = keys::columns(batch, &self.partition);
         let order: Vec<ArrayRef> = self
             .order
@@ -350,6 +352,7 @@ impl TopN {
             self.partition_rows.convert_columns(&partition)?,
             self.order_rows.convert_columns(&order)?,
             self.full_rows.convert_columns(batch.columns())?,
+            keys::hashes(batch, &self.partition)?,
         ))
     }
 
@@ -460,8 +463,7 @@ impl Operator for TopN {
         };
         for item in &state.items {
             for batch in item_batches(&state, item)? {
-                let (partition, order, full) = self.converted(&batch)?;
-                let hashes = keys::hashes(&batch, &self.partition)?;
+                let (partition, order, full, hashes) = self.converted(&batch)?;
                 let mut here: HashMap<OwnedRow, (Vec<Entry>, u64)> = HashMap::new();
                 for (r, hash) in hashes.into_iter().enumerate() {
                     let entry = Entry {
@@ -496,8 +498,7 @@ impl Operator for TopN {
         if ops.is_some() && !self.retract {
             return Err(Error::internal("append-only Top-N received a changelog"));
         }
-        let (partition, order, full) = self.converted(&batch)?;
-        let hashes = keys::hashes(&batch, &self.partition)?;
+        let (partition, order, full, hashes) = self.converted(&batch)?;
         // Rows of each partition, in arrival order.
         let mut index: HashMap<arrow::row::Row<'_>, usize> = HashMap::new();
         let mut members: Vec<Vec<usize>> = Vec::new();

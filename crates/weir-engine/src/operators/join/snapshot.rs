@@ -178,12 +178,7 @@ impl JoinOperator {
                             let encoded = self.encode(s, chunk)?;
                             match memory {
                                 Some(memory) => {
-                                    let file = match &keep_file {
-                                        Some(file) => file.clone(),
-                                        None => {
-                                            keep_file.insert(SpillFile::create(memory)?).clone()
-                                        }
-                                    };
+                                    let file = SpillFile::in_slot(&mut keep_file, memory)?;
                                     parts.extend(file.keep(encoded)?.into_iter().map(
                                         |(kg, payload)| {
                                             let since = checkpoint.0;

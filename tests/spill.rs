@@ -70,23 +70,30 @@ fn check_outer_join(rows: &[String], events: i64) {
 
 const SPILLING: &str = "spilling the oldest rows";
 
+/// Runs the job `script` writes under `budget`, checkpointing every 300 ms; returns its
+/// committed lines, its log and the largest state a checkpoint reported.
+fn run_spilling(
+    script: impl Fn(&std::path::Path, &str) -> String,
+    budget: &str,
+) -> (Vec<String>, String, u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = script(tmp.path(), budget);
+    let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
+    let rows = committed_lines(&tmp.path().join("out"));
+    let state = crate::state::checkpoint_sizes(&log)
+        .iter()
+        .map(|(state, _)| *state)
+        .max()
+        .unwrap_or(0);
+    (rows, log, state)
+}
+
 /// With a 1 MB budget the join's state (over 5 MB: every checkpoint reports it) spills
 /// and the job gives the rows of the same job with a 1 GB budget, which keeps everything
 /// in memory; both checkpoint, so encoded state kept on disk is written too.
 #[test]
 fn join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
-    let run = |budget: &str| {
-        let tmp = tempfile::tempdir().unwrap();
-        let script = spilling_join(tmp.path(), budget, 3000, 1500);
-        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
-        let rows = committed_lines(&tmp.path().join("out"));
-        let state = crate::state::checkpoint_sizes(&log)
-            .iter()
-            .map(|(state, _)| *state)
-            .max()
-            .unwrap_or(0);
-        (rows, log, state)
-    };
+    let run = |budget| run_spilling(|dir, budget| spilling_join(dir, budget, 3000, 1500), budget);
     let (spilled, log, state) = run("1 mb");
     assert!(log.contains(SPILLING), "nothing spilled:\n{log}");
     // Every checkpoint was written: parts of completed checkpoints, no longer on local
@@ -106,24 +113,21 @@ fn join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
 /// 1 MB budget gives the rows of the same job in memory, and right ones.
 #[test]
 fn outer_join_state_past_the_memory_budget_spills_and_gives_the_same_rows() {
-    let run = |budget: &str| {
-        let tmp = tempfile::tempdir().unwrap();
-        let script = spilling_outer_join(tmp.path(), budget, 3000, 1500);
-        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
-        let rows = materialize(committed_lines(&tmp.path().join("out")));
-        (rows, log)
+    let run = |budget| {
+        let script =
+            |dir: &std::path::Path, budget: &str| spilling_outer_join(dir, budget, 3000, 1500);
+        let (lines, log, state) = run_spilling(script, budget);
+        (materialize(lines), log, state)
     };
-    let (spilled, log) = run("1 mb");
+    let (spilled, log, state) = run("1 mb");
     assert!(log.contains(SPILLING), "nothing spilled:\n{log}");
     assert!(!log.contains("restarting"), "the job failed:\n{log}");
-    let sizes = crate::state::checkpoint_sizes(&log);
-    let state = sizes.iter().map(|(state, _)| *state).max().unwrap_or(0);
     assert!(
         state > 5 << 20,
         "the state ({state} bytes) is not 5 times the budget"
     );
     check_outer_join(&spilled, 3000);
-    let (in_memory, log) = run("1 gb");
+    let (in_memory, log, _) = run("1 gb");
     assert!(!log.contains(SPILLING), "spilled under 1 GB:\n{log}");
     assert_eq!(spilled, in_memory);
 }

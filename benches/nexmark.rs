@@ -1,6 +1,7 @@
 //! Nexmark harness: runs the suite's queries through the real `weir` binary and prints one
 //! line per run — query, mode, events, wall seconds, events/s, events/s per core (from the
-//! process's CPU time), peak RSS, checkpoints. Each query runs in streaming mode, then in
+//! process's CPU time), peak RSS, checkpoints (how many, their mean and most duration, the
+//! bytes each wrote on average, the most state one referred to). Each query runs in streaming mode, then in
 //! batch mode on the same generator, and, for comparison, the same generated events are
 //! written once to Parquet and each query runs in batch mode on them (DataFusion's own
 //! Parquet scan). q12, processing-time windows, has no batch meaning.
@@ -32,6 +33,12 @@ struct Run {
     user: Option<f64>,
     rss: String,
     checkpoints: String,
+    /// Mean and most checkpoint duration (ms), mean bytes written per checkpoint and the
+    /// most state one referred to (MB).
+    checkpoint_ms: String,
+    checkpoint_max_ms: String,
+    written_mb: String,
+    state_mb: String,
 }
 
 fn field<'a>(text: &'a str, after: &str) -> Option<&'a str> {
@@ -39,6 +46,12 @@ fn field<'a>(text: &'a str, after: &str) -> Option<&'a str> {
         .nth(1)?
         .split([',', ' ', 's'])
         .find(|s| !s.is_empty())
+}
+
+/// The word just before `marker`.
+fn before<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    let (head, _) = text.split_once(marker)?;
+    head.rsplit(' ').next().map(str::trim)
 }
 
 fn weir(args: &[&str]) -> Run {
@@ -56,18 +69,13 @@ fn weir(args: &[&str]) -> Run {
         cpu: field(&stderr, "cpu ").and_then(|s| s.parse().ok()),
         user: field(&stderr, "(user ").and_then(|s| s.parse().ok()),
         rss: field(&stderr, "peak RSS ").unwrap_or("?").to_string(),
-        checkpoints: stderr
-            .contains(" checkpoints")
-            .then(|| {
-                stderr
-                    .split(" checkpoints")
-                    .next()
-                    .and_then(|s| s.rsplit(' ').next())
-            })
-            .flatten()
+        checkpoints: before(&stderr, " checkpoints").unwrap_or("-").to_string(),
+        checkpoint_ms: field(&stderr, "(mean ").unwrap_or("-").to_string(),
+        checkpoint_max_ms: field(&stderr, ", max ").unwrap_or("-").to_string(),
+        written_mb: before(&stderr, " MB written per checkpoint")
             .unwrap_or("-")
-            .trim()
             .to_string(),
+        state_mb: field(&stderr, ", largest ").unwrap_or("-").to_string(),
     }
 }
 
@@ -78,11 +86,15 @@ fn print(query: &str, mode: &str, events: u64, r: &Run) {
     };
     let (per_core, per_user_core) = (per(r.cpu), per(r.user));
     println!(
-        "nexmark query={query} mode={mode} events={events} wall_s={:.2} events_per_s={:.0} events_per_s_per_core={per_core} events_per_s_per_user_core={per_user_core} peak_rss_mb={} checkpoints={}",
+        "nexmark query={query} mode={mode} events={events} wall_s={:.2} events_per_s={:.0} events_per_s_per_core={per_core} events_per_s_per_user_core={per_user_core} peak_rss_mb={} checkpoints={} checkpoint_mean_ms={} checkpoint_max_ms={} written_per_checkpoint_mb={} checkpointed_state_mb={}",
         r.wall,
         events as f64 / r.wall,
         r.rss,
-        r.checkpoints
+        r.checkpoints,
+        r.checkpoint_ms,
+        r.checkpoint_max_ms,
+        r.written_mb,
+        r.state_mb,
     );
 }
 

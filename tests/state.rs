@@ -342,7 +342,7 @@ pub(crate) fn checkpoint_sizes(log: &str) -> Vec<(u64, u64)> {
 
 /// Incremental checkpoints write the unchanged dimension state once; turned off, every
 /// checkpoint writes all of it. Either way the output is the same, and once the job ends
-/// the shared folder holds exactly what the retained checkpoint refers to.
+/// the shared folder holds exactly the objects the retained checkpoint refers to.
 #[test]
 fn incremental_checkpoints_write_only_changed_key_groups() {
     let run = |incremental: bool| {
@@ -377,8 +377,12 @@ fn incremental_checkpoints_write_only_changed_key_groups() {
                 let meta: serde_json::Value = serde_json::from_str(&text).unwrap();
                 for v in meta["vertices"].as_array().unwrap() {
                     for s in v["subtasks"].as_array().unwrap() {
-                        for name in s["shared"].as_array().into_iter().flatten() {
-                            referenced.push(name.as_str().unwrap().to_string());
+                        // `name@object:offset`: a payload in one of the task's objects.
+                        for r in s["shared"].as_array().into_iter().flatten() {
+                            let r = r.as_str().unwrap();
+                            let (_, at) = r.split_once('@').expect("a packed reference");
+                            let (object, _) = at.rsplit_once(':').unwrap();
+                            referenced.push(object.to_string());
                         }
                     }
                 }

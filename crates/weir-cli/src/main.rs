@@ -680,6 +680,22 @@ async fn run_on_cluster(
     Ok(0)
 }
 
+/// ` (mean 120 ms, max 800 ms, 3.1 MB written per checkpoint, largest 40.2 MB)`: what the
+/// job's completed checkpoints took and wrote, and the most state one referred to, for the
+/// summary line (and the benchmarks that read it).
+fn checkpoint_summary(h: &weir::runtime::metrics::CheckpointHistory) -> String {
+    if h.completed == 0 {
+        return String::new();
+    }
+    format!(
+        " (mean {} ms, max {} ms, {:.1} MB written per checkpoint, largest {:.1} MB)",
+        h.total_duration_ms / h.completed,
+        h.max_duration_ms,
+        h.total_written as f64 / h.completed as f64 / 1e6,
+        h.max_state_size as f64 / 1e6
+    )
+}
+
 async fn run_script(command: Command) -> anyhow::Result<i32> {
     let Command::Run {
         files,
@@ -880,12 +896,13 @@ async fn run_script(command: Command) -> anyhow::Result<i32> {
     }
     if !quiet {
         eprintln!(
-            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}{}{}{}{}",
+            "weir: job {} finished in {:.1}s: {} rows in, {} rows out, {} checkpoints{}{}{}{}{}{}",
             outcome.job_id,
             started.elapsed().as_secs_f64(),
             metrics.rows_in(),
             metrics.rows_out(),
             outcome.checkpoints_completed,
+            checkpoint_summary(&metrics.checkpoint_history()),
             match outcome.restarts {
                 0 => String::new(),
                 n => format!(", {n} restarts after failures"),

@@ -156,18 +156,16 @@ pub(crate) fn build_tasks(
         }
     }
 
-    // The restored checkpoint's shared objects are in this job's shared folder when
-    // the checkpoint is this job's own (a restart): tasks refer to them by name
-    // without writing them again.
+    // The restored checkpoint's shared payloads are in this job's shared folder when
+    // the checkpoint is this job's own (a restart): tasks refer to them without writing
+    // them again.
     let own_restored = restored.filter(|r| r.metadata.job_id == opts.job_id.to_string());
-    let known_shared: Arc<std::collections::HashSet<String>> = Arc::new(
+    let known_shared = Arc::new(crate::storage::shared_payloads(
         own_restored
             .iter()
             .flat_map(|r| &r.metadata.vertices)
-            .flat_map(|v| &v.subtasks)
-            .flat_map(|s| s.shared.iter().cloned())
-            .collect(),
-    );
+            .flat_map(|v| &v.subtasks),
+    ));
     let mut controls = Vec::with_capacity(n);
     let mut tasks = Vec::new();
     for (v, vertex) in graph.vertices.iter().enumerate() {

@@ -458,6 +458,10 @@ impl Coordinator {
         let duration_ms = p.started.elapsed().as_millis() as u64;
         self.metrics.update_checkpoints(|h| {
             h.completed += 1;
+            h.total_duration_ms += duration_ms;
+            h.max_duration_ms = h.max_duration_ms.max(duration_ms);
+            h.total_written += written;
+            h.max_state_size = h.max_state_size.max(state_size);
             if let Some(c) = h.recent.iter_mut().rev().find(|c| c.id == p.id.0) {
                 c.status = crate::metrics::CheckpointStatus::Completed;
                 c.duration_ms = duration_ms;
@@ -488,13 +492,8 @@ impl Coordinator {
             tracing::info!("savepoint {} written to {location}", p.id);
             let _ = stop.reply.send(Ok(location));
         }
-        let refs = meta
-            .vertices
-            .iter()
-            .flat_map(|v| &v.subtasks)
-            .flat_map(|s| s.shared.iter().cloned())
-            .collect();
-        self.shared_refs.insert(p.id, refs);
+        self.shared_refs
+            .insert(p.id, crate::storage::shared_objects(&meta));
         completed.push_back(p.id);
         self.remove_aborted(p.id).await;
         while completed.len() > self.config.retained.max(1) {

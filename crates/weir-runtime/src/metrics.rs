@@ -266,6 +266,12 @@ pub struct CheckpointHistory {
     pub completed: u64,
     pub failed: u64,
     pub restored: u64,
+    /// Over all completed checkpoints of the job: the sum and the most of their durations
+    /// (ms), the bytes they wrote, and the largest state one referred to.
+    pub total_duration_ms: u64,
+    pub max_duration_ms: u64,
+    pub total_written: u64,
+    pub max_state_size: u64,
     /// Newest last, at most [`HISTORY`].
     pub recent: VecDeque<CheckpointStats>,
     /// The checkpoint restored from, at the latest (re)start.

@@ -7,13 +7,19 @@
 //! own buffers and read back as slices of the file).
 //!
 //! **Incremental checkpoints**: a keyed-state payload (one key group of one operator) of at
-//! least [`SHARED_MIN_BYTES`] is stored once as `<job>/shared/<name>`, where the name is
-//! the XXH3-128 of its bytes, and referenced by every later checkpoint whose snapshot has
-//! the same bytes for it: a key group that did not change is not written again. A task
-//! skips the write only for objects its own previous snapshot referenced; those still
-//! exist, because the coordinator deletes a shared object only once no retained checkpoint
+//! least [`SHARED_MIN_BYTES`] is named by the XXH3-128 of its bytes and stored once in the
+//! job's shared folder, then referenced by every later checkpoint whose snapshot has the
+//! same bytes for it: a key group that did not change is not written again. The payloads a
+//! task writes for one checkpoint go into one object, `<job>/shared/<checkpoint>-<uuid>`,
+//! one after another, and a reference names the payload, its object and its offset there
+//! ([`SharedAt`]): a checkpoint makes one object per task, not one per key group, which
+//! on S3 is one request instead of hundreds and on a local disk one file to create (q20 at
+//! 10M events with 1 s checkpoints created about a thousand files a checkpoint). An object
+//! stays while a retained checkpoint refers to any payload in it. A task skips the write
+//! only for payloads its own previous snapshot referenced; their objects still exist,
+//! because the coordinator deletes a shared object only once no retained checkpoint
 //! references it and keeps objects written for aborted checkpoints until the job ends.
-//! Reading checks each object's bytes against its name. Savepoints are always written
+//! Reading checks each payload's bytes against its name. Savepoints are always written
 //! whole, payloads inline.
 //!
 //! A payload an operator keeps on local disk ([`weir_state::checkpoint::DiskPayload`]:
@@ -51,6 +57,57 @@ struct Header {
     shared: Vec<Vec<Option<String>>>,
 }
 
+/// Where a shared payload is: its name (the XXH3-128 of its bytes) and the object of the
+/// shared folder holding it from `offset` on. Written `name@object:offset`, or `name` alone
+/// for a payload that is an object of its own (as Weir wrote them before it packed them).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SharedAt {
+    pub name: String,
+    pub object: String,
+    pub offset: u64,
+}
+
+impl SharedAt {
+    /// Reads a reference written by [`SharedAt`]'s `Display`.
+    pub fn parse(text: &str) -> Result<Self> {
+        let Some((name, at)) = text.split_once('@') else {
+            return Ok(Self {
+                name: text.to_string(),
+                object: text.to_string(),
+                offset: 0,
+            });
+        };
+        let (object, offset) = at
+            .rsplit_once(':')
+            .and_then(|(o, off)| Some((o, off.parse().ok()?)))
+            .ok_or_else(|| {
+                Error::CorruptCheckpoint(format!("'{text}' is not a shared state reference"))
+            })?;
+        Ok(Self {
+            name: name.to_string(),
+            object: object.to_string(),
+            offset,
+        })
+    }
+
+    /// The object a written reference points into (`text` as in [`SharedAt::parse`]).
+    pub fn object_of(text: &str) -> &str {
+        match text.split_once('@') {
+            Some((_, at)) => at.rsplit_once(':').map_or(at, |(object, _)| object),
+            None => text,
+        }
+    }
+}
+
+impl std::fmt::Display for SharedAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.object == self.name && self.offset == 0 {
+            return f.write_str(&self.name);
+        }
+        write!(f, "{}@{}:{}", self.name, self.object, self.offset)
+    }
+}
+
 /// A payload of a decoded state file that lives in the shared folder: the decoded
 /// snapshot holds an empty placeholder at `(state, payload)` until it is fetched.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,8 +115,15 @@ pub struct SharedRef {
     /// Index among the snapshot's states (source first, if any, then the operators).
     pub state: usize,
     pub payload: usize,
-    pub name: String,
+    pub at: SharedAt,
     pub size: u64,
+}
+
+impl SharedRef {
+    /// The byte range of the payload in its object.
+    pub fn range(&self) -> std::ops::Range<u64> {
+        self.at.offset..self.at.offset + self.size
+    }
 }
 
 /// Which payloads of `snapshot` go to the shared folder (see the module docs), as the
@@ -215,8 +279,8 @@ pub fn file_pieces(snapshot: &TaskSnapshot, shared: &[Vec<Option<String>>]) -> R
 pub enum PayloadAt {
     /// In the file, `offset` bytes from its start.
     Inline { offset: u64 },
-    /// In the job's shared folder, under this name.
-    Shared(String),
+    /// In the job's shared folder.
+    Shared(SharedAt),
 }
 
 /// One payload of a state file: which state (source first, if any, then the operators)
@@ -278,7 +342,7 @@ pub fn decode_layout(head: &[u8]) -> Result<StateLayout> {
         for (p, size) in sizes.into_iter().enumerate() {
             state.payloads.push(Bytes::new());
             let at = match shared.get(s).and_then(|s| s.get(p)).cloned().flatten() {
-                Some(name) => PayloadAt::Shared(name),
+                Some(reference) => PayloadAt::Shared(SharedAt::parse(&reference)?),
                 None => {
                     let at = PayloadAt::Inline { offset };
                     offset = offset
@@ -324,10 +388,10 @@ pub fn place_payloads(
     let mut refs = Vec::new();
     for place in places {
         match place.at {
-            PayloadAt::Shared(name) => refs.push(SharedRef {
+            PayloadAt::Shared(at) => refs.push(SharedRef {
                 state: place.state,
                 payload: place.payload,
-                name,
+                at,
                 size: place.size,
             }),
             PayloadAt::Inline { offset } => {
@@ -345,10 +409,10 @@ pub fn place_payloads(
 
 /// Checks the fetched bytes of a shared payload against its reference.
 pub fn check_shared(r: &SharedRef, size: u64, name: &str) -> Result<()> {
-    if size != r.size || name != r.name {
+    if size != r.size || name != r.at.name {
         return Err(Error::CorruptCheckpoint(format!(
-            "shared state object '{}' holds {size} bytes that do not match its name (expected {} bytes)",
-            r.name, r.size
+            "shared state '{}' (in object '{}' at {}) holds {size} bytes that do not match its name (expected {} bytes)",
+            r.at.name, r.at.object, r.at.offset, r.size
         )));
     }
     Ok(())
@@ -400,6 +464,28 @@ mod tests {
         assert!(err.to_string().contains("truncated payload"), "{err}");
         let err = decode_task_state(Bytes::from_static(b"{\"operators\":[]}")).unwrap_err();
         assert!(err.to_string().contains("older Weir"), "{err}");
+    }
+
+    #[test]
+    fn shared_references_round_trip_and_name_their_object() {
+        let packed = SharedAt {
+            name: "ab12".into(),
+            object: "7-0f3e".into(),
+            offset: 4096,
+        };
+        assert_eq!(packed.to_string(), "ab12@7-0f3e:4096");
+        assert_eq!(SharedAt::parse("ab12@7-0f3e:4096").unwrap(), packed);
+        assert_eq!(SharedAt::object_of("ab12@7-0f3e:4096"), "7-0f3e");
+        // A payload stored as an object of its own, as older checkpoints did.
+        let alone = SharedAt::parse("ab12").unwrap();
+        assert_eq!((alone.object.as_str(), alone.offset), ("ab12", 0));
+        assert_eq!(alone.to_string(), "ab12");
+        assert_eq!(SharedAt::object_of("ab12"), "ab12");
+        let err = SharedAt::parse("ab12@7-0f3e:x").unwrap_err();
+        assert!(
+            err.to_string().contains("not a shared state reference"),
+            "{err}"
+        );
     }
 
     #[test]

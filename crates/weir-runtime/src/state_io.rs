@@ -113,13 +113,7 @@ async fn local_copy<H>(
     hash: impl Fn(&SpillFile) -> Result<H>,
 ) -> Result<(Arc<SpillFile>, H)> {
     if let Some(on_disk) = on_disk {
-        if !on_disk.is_file() {
-            return Err(Error::CorruptCheckpoint(format!(
-                "state object '{}' is missing",
-                on_disk.display()
-            )));
-        }
-        let file = SpillFile::open(&on_disk)?;
+        let file = open_local(&on_disk)?;
         let hashed = hash(&file)?;
         return Ok((file, hashed));
     }
@@ -133,13 +127,7 @@ async fn local_copy<H>(
 }
 
 async fn get(store: &Arc<dyn ObjectStore>, path: &Path) -> Result<object_store::GetResult> {
-    match store.get(path).await {
-        Ok(got) => Ok(got),
-        Err(object_store::Error::NotFound { .. }) => Err(Error::CorruptCheckpoint(format!(
-            "state object '{path}' is missing"
-        ))),
-        Err(e) => Err(e.into()),
-    }
+    store.get(path).await.map_err(|e| missing(e, path))
 }
 
 /// Decodes a state file kept in `file` (`len` bytes): its inline payloads stay there.
@@ -168,27 +156,97 @@ async fn fetch_shared(
     refs: Vec<SharedRef>,
     local: Option<Local<'_>>,
 ) -> Result<()> {
+    // Objects on local disk, each opened once for all the payloads read from it.
+    let mut opened: std::collections::HashMap<String, Arc<SpillFile>> = Default::default();
     for r in refs {
-        let path = shared_root.clone().join(r.name.as_str());
+        let path = shared_root.clone().join(r.at.object.as_str());
         let Some(local) = local else {
-            let bytes = get(store, &path).await?.bytes().await?;
+            let bytes = get_range(store, &path, r.range()).await?;
             fill_shared(snapshot, &r, bytes)?;
             continue;
         };
         let on_disk = local
             .folder
             .and_then(|f| f.parent())
-            .map(|job| job.join("shared").join(&r.name));
-        let (copy, name) = local_copy(store, &path, on_disk, local.memory, |copy| {
-            copy.name_of(0, copy.len())
-        })
-        .await?;
-        check_shared(&r, copy.len(), &name)?;
+            .map(|job| job.join("shared").join(&r.at.object));
+        let (file, at, size) = match on_disk {
+            Some(on_disk) => {
+                let file = match opened.get(&r.at.object) {
+                    Some(file) => file.clone(),
+                    None => {
+                        let file = open_local(&on_disk)?;
+                        opened.insert(r.at.object.clone(), file.clone());
+                        file
+                    }
+                };
+                if r.range().end > file.len() {
+                    return Err(Error::CorruptCheckpoint(format!(
+                        "shared state object '{}' ends before the state at {} of {} bytes",
+                        on_disk.display(),
+                        r.at.offset,
+                        r.size
+                    )));
+                }
+                (file, r.at.offset, r.size)
+            }
+            None => {
+                let file = SpillFile::create(local.memory)?;
+                let mut stream = store
+                    .get_opts(
+                        &path,
+                        object_store::GetOptions {
+                            range: Some(r.range().into()),
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .map_err(|e| missing(e, &path))?
+                    .into_stream();
+                while let Some(chunk) = stream.next().await {
+                    file.append(&chunk?)?;
+                }
+                let got = file.len();
+                (file, 0, got)
+            }
+        };
+        check_shared(&r, size, &file.name_of(at, size)?)?;
         snapshot
             .state_mut(r.state)
-            .set_disk_payload(r.payload, copy.payload(name, 0, r.size));
+            .set_disk_payload(r.payload, file.payload(r.at.name.clone(), at, r.size));
     }
     Ok(())
+}
+
+/// Opens a state object kept on local disk.
+fn open_local(on_disk: &std::path::Path) -> Result<Arc<SpillFile>> {
+    if !on_disk.is_file() {
+        return Err(Error::CorruptCheckpoint(format!(
+            "state object '{}' is missing",
+            on_disk.display()
+        )));
+    }
+    SpillFile::open(on_disk)
+}
+
+/// Bytes `range` of the object at `path`.
+async fn get_range(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    range: std::ops::Range<u64>,
+) -> Result<Bytes> {
+    store
+        .get_range(path, range)
+        .await
+        .map_err(|e| missing(e, path))
+}
+
+fn missing(e: object_store::Error, path: &Path) -> Error {
+    match e {
+        object_store::Error::NotFound { .. } => {
+            Error::CorruptCheckpoint(format!("state object '{path}' is missing"))
+        }
+        e => e.into(),
+    }
 }
 
 /// Writes the object at `path` from `pieces` (`total` bytes in all): one put when small,
@@ -273,15 +331,15 @@ pub async fn write_inlined(
                     }
                     Ok(bytes.slice(offset as usize..end as usize))
                 }
-                PayloadAt::Shared(name) => {
-                    let path = shared_root.clone().join(name.as_str());
-                    let got = get(store, &path).await?.bytes().await?;
+                PayloadAt::Shared(at) => {
+                    let path = shared_root.clone().join(at.object.as_str());
                     let r = SharedRef {
                         state: place.state,
                         payload: place.payload,
-                        name,
+                        at,
                         size: place.size,
                     };
+                    let got = get_range(store, &path, r.range()).await?;
                     check_shared(&r, got.len() as u64, &shared_name(&got))?;
                     Ok(got)
                 }

@@ -6,14 +6,14 @@
 //! checkpoint either has a complete `_metadata` or does not exist.
 
 use crate::checkpoint::{CheckpointMetadata, FileDigest, SubtaskEntry, TaskSnapshot};
-use crate::state_file::{Piece, SharedNames, file_pieces, plan_shared_with};
+use crate::state_file::{Piece, SharedAt, SharedNames, file_pieces, plan_shared_with};
 pub use crate::state_file::{decode_task_state, encode_task_state};
 use crate::state_io::{put_pieces, write_inlined};
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_common::{CheckpointId, Error, JobId, Result};
 use weir_state::spill::StateMemory;
@@ -181,16 +181,35 @@ pub struct CheckpointStorage {
     incremental: bool,
 }
 
-/// Shared state objects a task writes at once to a remote store (on S3 each is a request
-/// of its own).
-const SHARED_PUTS_IN_FLIGHT: usize = 16;
+/// The shared objects checkpoint `meta` refers to (see [`SharedAt`]).
+pub fn shared_objects(meta: &CheckpointMetadata) -> HashSet<String> {
+    meta.vertices
+        .iter()
+        .flat_map(|v| &v.subtasks)
+        .flat_map(|s| &s.shared)
+        .map(|r| SharedAt::object_of(r).to_string())
+        .collect()
+}
+
+/// What the shared payloads of a checkpoint's subtasks are called and where they are
+/// (see [`SharedAt`]), by name.
+pub fn shared_payloads<'a>(
+    subtasks: impl IntoIterator<Item = &'a SubtaskEntry>,
+) -> HashMap<String, SharedAt> {
+    subtasks
+        .into_iter()
+        .flat_map(|s| &s.shared)
+        .filter_map(|r| SharedAt::parse(r).ok())
+        .map(|at| (at.name.clone(), at))
+        .collect()
+}
 
 /// What writing a task's state did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WrittenState {
     /// Of the state file.
     pub digest: FileDigest,
-    /// Shared objects the state file refers to.
+    /// Shared payloads the state file refers to, as [`SharedAt`] references (sorted).
     pub shared: Vec<String>,
     /// Size of the whole state: the file and every shared object it refers to.
     pub full_size: u64,
@@ -228,17 +247,6 @@ impl CheckpointStorage {
         Ok(storage)
     }
 
-    /// Shared objects a task writes at once: one on local disk, where each is a file
-    /// created in the same folder and renamed into place, and writers at once only
-    /// contend for the folder's lock (q20 with 1 s checkpoints: 12.2 s with 16 at once,
-    /// 9.4 s with 4, 7.5 s with 1); [`SHARED_PUTS_IN_FLIGHT`] on a remote store.
-    fn puts_in_flight(&self) -> usize {
-        match self.local_root {
-            Some(_) => 1,
-            None => SHARED_PUTS_IN_FLIGHT,
-        }
-    }
-
     /// Where checkpoint `id` lives.
     pub fn checkpoint_path(&self, id: CheckpointId) -> Path {
         self.job_root.clone().join(format!("chk-{}", id.0))
@@ -249,64 +257,68 @@ impl CheckpointStorage {
     }
 
     /// Writes a task's state file (see [`crate::state_file`]). With incremental
-    /// checkpoints, large keyed payloads go to the shared folder unless `known` (the
-    /// shared objects of the task's previous snapshot) says they are there already;
-    /// `names` caches the names of the previous snapshot's payloads.
+    /// checkpoints, large keyed payloads go to the shared folder, all of them in one new
+    /// object, unless `known` (the shared payloads of the task's previous snapshot, by
+    /// name) says where they are already; `names` caches the names of the previous
+    /// snapshot's payloads.
     pub async fn write_task_state(
         &self,
         id: CheckpointId,
         file: &str,
         snapshot: &TaskSnapshot,
-        known: &HashSet<String>,
+        known: &HashMap<String, SharedAt>,
         names: &mut SharedNames,
     ) -> Result<WrittenState> {
-        let shared = if self.incremental {
+        let mut plan = if self.incremental {
             plan_shared_with(snapshot, names)
         } else {
             Vec::new()
         };
+        let object = format!("{}-{}", id.0, uuid::Uuid::new_v4().simple());
         let states = snapshot.source.iter().chain(&snapshot.operators);
-        let mut names = std::collections::BTreeSet::new();
+        let mut refs: HashMap<String, SharedAt> = HashMap::new();
         let mut new = Vec::new();
-        let mut full_size = 0;
-        for (state, plan) in states.zip(&shared) {
-            for (p, (bytes, name)) in state.payloads.iter().zip(plan).enumerate() {
+        let (mut full_size, mut written) = (0, 0);
+        for (state, plan) in states.zip(&mut plan) {
+            for (p, name) in plan.iter_mut().enumerate() {
                 let Some(name) = name else { continue };
-                full_size += state.payload_len(p);
-                if names.insert(name.clone()) && !known.contains(name) {
-                    let path = self.shared_root().join(name.as_str());
-                    new.push((path, bytes.clone(), state.disk_payload(p).cloned()));
-                }
+                let size = state.payload_len(p);
+                full_size += size;
+                let at = refs.entry(name.clone()).or_insert_with(|| {
+                    known.get(name.as_str()).cloned().unwrap_or_else(|| {
+                        new.push(match state.disk_payload(p) {
+                            Some(on_disk) => Piece::Disk(on_disk.clone()),
+                            None => Piece::Bytes(state.payloads[p].clone()),
+                        });
+                        written += size;
+                        SharedAt {
+                            name: name.clone(),
+                            object: object.clone(),
+                            offset: written - size,
+                        }
+                    })
+                });
+                *name = at.to_string();
             }
         }
-        let written: u64 = new
-            .iter()
-            .map(|(_, b, on_disk)| on_disk.as_ref().map_or(b.len() as u64, |d| d.size))
-            .sum();
-        // Several at once on a remote store (see `puts_in_flight`). A payload its
-        // operator keeps on disk is read only now.
-        futures::stream::iter(new)
-            .map(|(path, bytes, on_disk)| async move {
-                let bytes = match on_disk {
-                    Some(on_disk) => on_disk.read()?,
-                    None => bytes,
-                };
-                self.store.put(&path, PutPayload::from(bytes)).await?;
-                Ok::<_, weir_common::Error>(())
-            })
-            .buffer_unordered(self.puts_in_flight())
-            .try_collect::<Vec<_>>()
-            .await?;
-        let pieces = file_pieces(snapshot, &shared)?;
+        // One object for every new payload; one it keeps on disk is read only now.
+        if !new.is_empty() {
+            let pieces = futures::stream::iter(new.into_iter().map(Piece::read));
+            let path = self.shared_root().join(object.as_str());
+            put_pieces(&self.store, &path, written, pieces).await?;
+        }
+        let pieces = file_pieces(snapshot, &plan)?;
         let total = pieces.iter().map(Piece::len).sum();
         let pieces = futures::stream::iter(pieces.into_iter().map(Piece::read));
         let path = self.checkpoint_path(id).join(file);
         let digest = put_pieces(&self.store, &path, total, pieces).await?;
+        let mut shared: Vec<String> = refs.values().map(SharedAt::to_string).collect();
+        shared.sort_unstable();
         Ok(WrittenState {
             full_size: full_size + digest.size,
             written: written + digest.size,
             digest,
-            shared: names.into_iter().collect(),
+            shared,
         })
     }
 
@@ -319,12 +331,7 @@ impl CheckpointStorage {
             Err(e) => return Err(e.into()),
         };
         let meta: CheckpointMetadata = serde_json::from_slice(&bytes)?;
-        Ok(meta
-            .vertices
-            .iter()
-            .flat_map(|v| &v.subtasks)
-            .flat_map(|s| s.shared.iter().cloned())
-            .collect())
+        Ok(shared_objects(&meta))
     }
 
     /// Deletes shared objects of the job that `keep` does not hold: those in `candidates`,
@@ -668,10 +675,16 @@ mod tests {
         // restore given local disk keeps even that file there.
         let big = crate::state_io::STREAM_MIN_BYTES as usize + 10_000;
         let key_group = bytes::Bytes::from((0..big).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+        // A small key group, which changes between the two checkpoints, before the large
+        // one (so that the large one is not at the start of its object).
+        let small = |byte: u8| bytes::Bytes::from(vec![byte; 10_000]);
+        let payload = op.add_payload(small(1));
+        op.items
+            .push(serde_json::json!({"kg": 3, "payload": payload}));
         let payload = op.add_payload(key_group.clone());
         op.items
             .push(serde_json::json!({"kg": 5, "payload": payload}));
-        let snapshot = TaskSnapshot {
+        let mut snapshot = TaskSnapshot {
             source: None,
             operators: vec![op],
         };
@@ -680,14 +693,28 @@ mod tests {
                 CheckpointId(1),
                 "t-0.state",
                 &snapshot,
-                &HashSet::new(),
+                &HashMap::new(),
                 &mut Default::default(),
             )
             .await
             .unwrap();
-        assert_eq!(first.shared.len(), 1);
-        assert!(first.written > big as u64);
-        let known: HashSet<String> = first.shared.iter().cloned().collect();
+        // Both key groups, in one object.
+        let objects = |refs: &[String]| -> HashSet<String> {
+            refs.iter()
+                .map(|r| SharedAt::object_of(r).to_string())
+                .collect()
+        };
+        assert_eq!(first.shared.len(), 2);
+        assert_eq!(objects(&first.shared).len(), 1);
+        assert!(first.written > big as u64 + 10_000);
+        let known = shared_payloads([&SubtaskEntry {
+            subtask: 0,
+            status: SubtaskStatus::Running,
+            state_file: None,
+            state_digest: None,
+            shared: first.shared.clone(),
+        }]);
+        snapshot.operators[0].payloads[0] = small(2);
         let second = storage
             .write_task_state(
                 CheckpointId(2),
@@ -698,9 +725,15 @@ mod tests {
             )
             .await
             .unwrap();
-        assert_eq!(second.shared, first.shared);
+        // The large key group is referred to where it is; the small one is new.
+        let big_ref = first
+            .shared
+            .iter()
+            .find(|r| second.shared.contains(r))
+            .expect("the unchanged key group keeps its reference");
+        assert_eq!(objects(&second.shared).len(), 2);
         assert!(
-            second.written < 1000,
+            second.written < 12_000,
             "wrote {} bytes again",
             second.written
         );
@@ -741,10 +774,11 @@ mod tests {
         let local = StateMemory::new(1 << 20, spill.clone());
         let on_disk = |back: &TaskSnapshot| {
             let op = &back.operators[0];
-            assert!(op.payloads[0].is_empty(), "the payload is not in memory");
-            let kept = op.disk_payload(0).expect("the payload is on local disk");
+            assert!(op.payloads[1].is_empty(), "the payload is not in memory");
+            let kept = op.disk_payload(1).expect("the payload is on local disk");
             assert_eq!(kept.name, crate::state_file::shared_name(&key_group));
-            assert_eq!(op.payload(&op.items[0]).unwrap(), key_group);
+            assert_eq!(op.payload(&op.items[1]).unwrap(), key_group);
+            assert_eq!(op.payload(&op.items[0]).unwrap(), small(2));
         };
         for back in read_on_local_disk(&restored, entry, &local).await {
             on_disk(&back.unwrap());
@@ -755,15 +789,19 @@ mod tests {
             "copies are unlinked"
         );
         // Either way, the bytes are checked against the object's name.
-        let object = tmp.path().join(format!("{job}/shared/{}", first.shared[0]));
+        let object = tmp
+            .path()
+            .join(format!("{job}/shared/{}", SharedAt::object_of(big_ref)));
         let mut altered = std::fs::read(&object).unwrap();
-        altered[big / 2] ^= 1;
+        let at = SharedAt::parse(big_ref).unwrap().offset as usize;
+        assert_eq!(at, 10_000);
+        altered[at + big / 2] ^= 1;
         std::fs::write(&object, &altered).unwrap();
         for back in read_on_local_disk(&restored, entry, &local).await {
             let err = back.unwrap_err();
             assert!(err.to_string().contains("do not match its name"), "{err}");
         }
-        altered[big / 2] ^= 1;
+        altered[at + big / 2] ^= 1;
         std::fs::write(&object, &altered).unwrap();
 
         let savepoints = tmp.path().join("sp");

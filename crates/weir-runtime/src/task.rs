@@ -130,9 +130,10 @@ pub(crate) struct Task {
     pub control: UnboundedReceiver<Control>,
     pub events: UnboundedSender<TaskEvent>,
     pub storage: CheckpointStorage,
-    /// Shared state objects that exist in the job's shared folder at the start: the
+    /// Shared payloads that exist in the job's shared folder at the start, by name: the
     /// restored checkpoint's, when it is this job's own (see [`crate::upload`]).
-    pub known_shared: std::sync::Arc<std::collections::HashSet<String>>,
+    pub known_shared:
+        std::sync::Arc<std::collections::HashMap<String, crate::state_file::SharedAt>>,
     pub checkpoints_after_finish: bool,
     /// A source emitting nothing for this long is idle (see the module docs).
     pub idle_timeout: Option<std::time::Duration>,

@@ -44,14 +44,14 @@ impl Uploader {
         storage: CheckpointStorage,
         events: UnboundedSender<TaskEvent>,
         task: TaskRef,
-        // Shared objects that exist at the start: those of the restored checkpoint, if it
-        // is this job's. They stay while that checkpoint is retained, which it is until a
-        // checkpoint referring to them by name completes.
-        mut known: std::collections::HashSet<String>,
+        // Shared payloads that exist at the start, by name: those of the restored
+        // checkpoint, if it is this job's. They stay while that checkpoint is retained,
+        // which it is until a checkpoint referring to them completes.
+        mut known: std::collections::HashMap<String, crate::state_file::SharedAt>,
     ) -> Self {
         let (tx, mut rx) = unbounded_channel::<Outgoing>();
         let handle = tokio::spawn(async move {
-            // Shared objects of the previous snapshot: they exist (see crate::state_file).
+            // Shared payloads of the previous snapshot: they exist (see crate::state_file).
             let mut names = crate::state_file::SharedNames::default();
             while let Some(next) = rx.recv().await {
                 let u = match next {
@@ -76,7 +76,12 @@ impl Uploader {
                 .await;
                 let event = match written {
                     Ok(state) => {
-                        known = state.shared.iter().cloned().collect();
+                        known = state
+                            .shared
+                            .iter()
+                            .filter_map(|r| crate::state_file::SharedAt::parse(r).ok())
+                            .map(|at| (at.name.clone(), at))
+                            .collect();
                         TaskEvent::Ack {
                             task,
                             id: u.id,

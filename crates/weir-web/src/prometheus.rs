@@ -111,16 +111,14 @@ impl Collector for JobsCollector {
         ));
         families.push((
             "weir_job_lastCheckpointSize",
-            "State written by the last completed checkpoint, bytes.",
-            job_gauge(|j| {
-                let h = j.metrics.checkpoint_history();
-                h.recent
-                    .iter()
-                    .rev()
-                    .find(|c| c.status == weir_runtime::metrics::CheckpointStatus::Completed)
-                    .map(|c| c.state_size as f64)
-                    .unwrap_or(0.0)
-            }),
+            "Bytes the last completed checkpoint wrote (less than its full size when \
+             incremental).",
+            job_gauge(|j| last_completed(j, |c| c.checkpointed_size)),
+        ));
+        families.push((
+            "weir_job_lastCheckpointFullSize",
+            "Bytes of state the last completed checkpoint refers to, written now or before.",
+            job_gauge(|j| last_completed(j, |c| c.state_size)),
         ));
         families.push((
             "weir_job_numRecordsInErrors",
@@ -270,4 +268,17 @@ impl Collector for JobsCollector {
         }
         Ok(())
     }
+}
+
+/// A figure of the job's last completed checkpoint (0 before the first).
+fn last_completed(
+    j: &crate::JobEntry,
+    f: fn(&weir_runtime::metrics::CheckpointStats) -> u64,
+) -> f64 {
+    let h = j.metrics.checkpoint_history();
+    h.recent
+        .iter()
+        .rev()
+        .find(|c| c.status == weir_runtime::metrics::CheckpointStatus::Completed)
+        .map_or(0.0, |c| f(c) as f64)
 }

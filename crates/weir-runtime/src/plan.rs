@@ -101,10 +101,14 @@ pub fn redistribute(
             StateDistribution::ToFirst => out[0].push_from(from, item),
             StateDistribution::Union => out.iter_mut().for_each(|o| o.push_from(from, item)),
             StateDistribution::KeyGroups => {
-                let kg = weir_state::keyed::item_key_group(item, max_parallelism)?;
+                // Every subtask owning one of the item's key groups (one, but for the
+                // ranges some operators write whole).
+                let groups = weir_state::keyed::item_key_groups(item, max_parallelism)?;
                 let owner =
-                    crate::exchange::subtask_for_key_group(kg, parallelism, max_parallelism);
-                out[owner].push_from(from, item);
+                    |kg| crate::exchange::subtask_for_key_group(kg, parallelism, max_parallelism);
+                for o in owner(*groups.start())..=owner(*groups.end()) {
+                    out[o].push_from(from, item);
+                }
             }
         }
     }
@@ -382,6 +386,46 @@ mod tests {
                 let twice = redistribute(&restored, again, max).unwrap();
                 let once = redistribute(&states(&kgs, old), again, max).unwrap();
                 prop_assert_eq!(placed(&twice), placed(&once));
+            }
+
+            /// An item of a range of key groups (a subtask's whole range, as the join
+            /// writes it) goes to every subtask owning one of them, and to no other.
+            #[test]
+            fn a_range_of_key_groups_goes_to_each_owner_of_one(
+                max in 1usize..=256,
+                old in 1usize..=8,
+                new in 1usize..=8,
+            ) {
+                let (old, new) = (old.min(max), new.min(max));
+                let mut states: Vec<OperatorState> = Vec::new();
+                for s in 0..old {
+                    let range = weir_state::key::key_group_range(s, old, max);
+                    let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
+                    let payload = state.add_payload(bytes::Bytes::from(s.to_string()));
+                    let mut item = weir_state::keyed::key_groups_fields(range.start, range.end - 1);
+                    item["payload"] = payload.into();
+                    state.items.push(item);
+                    states.push(state);
+                }
+                let restored = redistribute(&states, new, max).unwrap();
+                for (n, state) in restored.iter().enumerate() {
+                    let mine = weir_state::key::key_group_range(n, new, max);
+                    let mut got: Vec<String> = state
+                        .items
+                        .iter()
+                        .map(|i| String::from_utf8(state.payload(i).unwrap().to_vec()).unwrap())
+                        .collect();
+                    got.sort();
+                    let mut expected: Vec<String> = (0..old)
+                        .filter(|s| {
+                            let theirs = weir_state::key::key_group_range(*s, old, max);
+                            theirs.start < mine.end && mine.start < theirs.end
+                        })
+                        .map(|s| s.to_string())
+                        .collect();
+                    expected.sort();
+                    prop_assert_eq!(got, expected);
+                }
             }
 
             /// A key group beyond the job's key groups is a corrupt checkpoint, not a

@@ -71,6 +71,17 @@ pub fn subtask_for_key_group(
     key_group * parallelism / max_parallelism
 }
 
+/// The key groups subtask `subtask` owns: those [`subtask_for_key_group`] gives it, one
+/// contiguous range.
+pub fn key_group_range(
+    subtask: usize,
+    parallelism: usize,
+    max_parallelism: usize,
+) -> std::ops::Range<usize> {
+    (subtask * max_parallelism).div_ceil(parallelism)
+        ..((subtask + 1) * max_parallelism).div_ceil(parallelism)
+}
+
 fn null(h: u64) -> u64 {
     XxHash3_64::oneshot_with_seed(h ^ NULL_MIX, b"")
 }
@@ -356,6 +367,12 @@ mod tests {
                 }
                 let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
                 prop_assert!(hi - lo <= 1, "range sizes {:?}", sizes);
+                // Each subtask's range holds exactly the groups it owns.
+                for s in 0..p {
+                    let range = key_group_range(s, p, max);
+                    prop_assert_eq!(range.len(), sizes[s]);
+                    prop_assert!(range.clone().all(|kg| owners[kg] == s), "{:?}", range);
+                }
             }
 
             /// A key hashes the same wherever it sits: at any position of any batch, in a

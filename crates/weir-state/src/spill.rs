@@ -61,6 +61,21 @@ impl StateMemory {
         self.used.load(Ordering::Relaxed)
     }
 
+    /// Whether `bytes` more fit in the budget now.
+    pub fn has_room(&self, bytes: u64) -> bool {
+        self.used().saturating_add(bytes) <= self.budget
+    }
+
+    /// Counts `bytes` held outside the stores (encoded snapshot parts waiting for their
+    /// checkpoint) against the budget while the returned guard lives.
+    pub fn hold(self: &Arc<Self>, bytes: u64) -> Held {
+        self.used.fetch_add(bytes, Ordering::Relaxed);
+        Held {
+            memory: self.clone(),
+            bytes,
+        }
+    }
+
     /// Whether a store holding `resident` bytes should give some back.
     pub(crate) fn over(&self, resident: u64) -> bool {
         self.used() > self.budget && resident > self.share()
@@ -91,6 +106,19 @@ impl StateMemory {
                     self.dir.display()
                 ))
             })
+    }
+}
+
+/// Bytes counted against a [`StateMemory`] budget until dropped ([`StateMemory::hold`]).
+#[derive(Debug)]
+pub struct Held {
+    memory: Arc<StateMemory>,
+    bytes: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.memory.used.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -178,7 +206,7 @@ impl SpillFile {
     /// [`DiskPayload`]s, named like the shared objects of incremental checkpoints: an
     /// operator keeps these instead of the bytes between checkpoints. The file stays
     /// while any of them does.
-    pub fn keep(self: &Arc<Self>, parts: Vec<(usize, Bytes)>) -> Result<Vec<(usize, DiskPayload)>> {
+    pub fn keep<K>(self: &Arc<Self>, parts: Vec<(K, Bytes)>) -> Result<Vec<(K, DiskPayload)>> {
         parts
             .into_iter()
             .map(|(kg, bytes)| {

@@ -158,6 +158,11 @@ impl OperatorFactory for JoinOperatorFactory {
             schema: self.schema.clone(),
             ttl: Ttl::new(self.state_ttl),
             max_parallelism: task.max_parallelism,
+            key_groups: weir_state::key::key_group_range(
+                task.subtask,
+                task.parallelism,
+                task.max_parallelism,
+            ),
             updating: self.updating,
             null_aware: self.null_aware,
             right_rows: 0,
@@ -387,6 +392,8 @@ struct JoinOperator {
     schema: SchemaRef,
     ttl: Option<Ttl>,
     max_parallelism: usize,
+    /// The key groups this subtask owns.
+    key_groups: std::ops::Range<usize>,
     /// Inner join with a changelog input (see the module docs).
     updating: bool,
     /// Null-aware anti join (`NOT IN`): rows seen on the right, and those with a NULL key.

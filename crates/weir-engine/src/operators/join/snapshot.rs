@@ -24,14 +24,15 @@
 //! the items' bytes as their encoded parts.
 
 use super::{JoinOperator, Side};
-use crate::operators::state::{item_batches, keyed_items};
+use crate::operators::state::item_batches;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use bytes::Bytes;
 use std::sync::Arc;
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{OperatorState, StateDistribution};
 use weir_state::checkpoint::{DiskPayload, SHARED_MIN_BYTES};
-use weir_state::spill::SpillFile;
+use weir_state::keyed::encode_batches;
+use weir_state::spill::{SpillFile, StateMemory};
 
 /// An epoch with fewer rows takes in the next one: every epoch costs an item per key
 /// group (with Arrow IPC's per-message overhead), which only pays for itself when the
@@ -56,13 +57,16 @@ pub(super) enum Part {
     Disk { payload: DiskPayload, since: u64 },
 }
 
+/// The key groups `first..=last` an encoded part holds rows of.
+type Groups = (usize, usize);
+
 /// Batches `start..` (up to the next epoch's start) of a side.
 #[derive(Default)]
 pub(super) struct Epoch {
     start: usize,
     rows: usize,
-    /// The encoded parts of the epoch's rows by key group, while none of its rows changed.
-    encoded: Option<Vec<(usize, Part)>>,
+    /// The encoded parts of the epoch's rows, while none of its rows changed.
+    encoded: Option<Vec<(Groups, Part)>>,
 }
 
 /// The epochs of a side, and where the unsealed batches start.
@@ -170,14 +174,26 @@ impl JoinOperator {
                 let parts = match kept {
                     Some(parts) => parts,
                     None => {
-                        // Under a memory budget the parts are encoded a chunk at a time
-                        // and wait for the next checkpoint on disk, not in memory.
+                        // Under a memory budget the parts wait for the next checkpoint
+                        // in memory, counted against the budget, while there is room and
+                        // a completed checkpoint frees them (incremental checkpoints);
+                        // otherwise they are encoded a chunk at a time and wait on disk.
                         let memory = self.sides[s].stored.memory();
-                        let mut parts: Vec<(usize, Part)> = Vec::new();
-                        for chunk in self.chunks(s, range, memory.is_some()) {
+                        let on_disk = memory
+                            .filter(|m| !(self.incremental && self.room_for(s, range.clone(), m)));
+                        let mut parts: Vec<(Groups, Part)> = Vec::new();
+                        for chunk in self.chunks(s, range, on_disk.is_some()) {
                             let encoded = self.encode(s, chunk)?;
-                            match memory {
-                                Some(memory) => {
+                            match (memory, on_disk) {
+                                (Some(memory), None) => {
+                                    parts.extend(encoded.into_iter().map(|(kg, bytes)| {
+                                        let held = memory.hold(bytes.len() as u64);
+                                        let payload = DiskPayload::in_memory(bytes, Some(held));
+                                        let since = checkpoint.0;
+                                        (kg, Part::Disk { payload, since })
+                                    }));
+                                }
+                                (_, Some(memory)) => {
                                     let file = SpillFile::in_slot(&mut keep_file, memory)?;
                                     parts.extend(file.keep(encoded)?.into_iter().map(
                                         |(kg, payload)| {
@@ -186,7 +202,7 @@ impl JoinOperator {
                                         },
                                     ));
                                 }
-                                None => parts.extend(
+                                (None, None) => parts.extend(
                                     encoded.into_iter().map(|(kg, b)| (kg, Part::Memory(b))),
                                 ),
                             }
@@ -195,14 +211,16 @@ impl JoinOperator {
                         parts
                     }
                 };
-                for (kg, part) in parts {
+                for ((first, last), part) in parts {
                     let payload = match part {
                         Part::Memory(bytes) => state.add_payload(bytes),
                         Part::Disk { payload, .. } => state.add_disk_payload(payload),
                     };
-                    state.items.push(serde_json::json!({
-                        "kg": kg, "payload": payload, "side": s, "epoch": e,
-                    }));
+                    let mut item = weir_state::keyed::key_groups_fields(first, last);
+                    item["payload"] = payload.into();
+                    item["side"] = s.into();
+                    item["epoch"] = e.into();
+                    state.items.push(item);
                 }
             }
         }
@@ -216,6 +234,18 @@ impl JoinOperator {
             }));
         }
         Ok(state)
+    }
+
+    /// Whether the encoded rows of batches `range` of side `s` can wait for their
+    /// checkpoint in memory: the side has all its rows in memory and the budget has room
+    /// for about as many bytes as those rows take.
+    fn room_for(&self, s: usize, range: std::ops::Range<usize>, memory: &StateMemory) -> bool {
+        let stored = &self.sides[s].stored;
+        let (resident, _) = stored.bytes();
+        let all: usize = (0..stored.len()).map(|b| stored.rows(b)).sum();
+        let rows: usize = range.map(|b| stored.rows(b)).sum();
+        let estimate = resident as u128 * rows as u128 / all.max(1) as u128;
+        !stored.spilling() && memory.has_room(estimate as u64)
     }
 
     /// Batches `range` of side `s` in chunks of about [`ENCODE_CHUNK_ROWS`] rows (`chunked`),
@@ -245,89 +275,102 @@ impl JoinOperator {
     }
 
     /// The live rows of batches `range` of side `s` (with their flags, for a flagged
-    /// side), split by key group and encoded.
-    fn encode(&self, s: usize, range: std::ops::Range<usize>) -> Result<Vec<(usize, Bytes)>> {
+    /// side), encoded as one part of every key group this subtask owns (none if no row is
+    /// live). The stored batches are written as they are, one copy; split by key group
+    /// they were copied twice more (gathered, then taken apart), which made q20's
+    /// snapshots a quarter of its CPU with 1 s checkpoints. A restore at another
+    /// parallelism gives the part to each subtask owning one of its key groups, which
+    /// keeps its own rows.
+    fn encode(&self, s: usize, range: std::ops::Range<usize>) -> Result<Vec<(Groups, Bytes)>> {
         let side: &Side = &self.sides[s];
-        let first = range.start;
-        let batches = range
-            .map(|b| side.stored.get(b))
-            .collect::<Result<Vec<_>>>()?;
-        let batches = &batches[..];
-        let all = arrow::compute::concat_batches(&self.inputs[s], batches)?;
-        let all = if self.flagged(s) {
-            // Per stored row: whether it matched (append-only inputs) or how many rows
-            // match it (updating inputs).
-            let flags: ArrayRef = if self.updating {
-                Arc::new(
-                    batches
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(b, batch)| {
-                            (0..batch.num_rows()).map(move |i| {
-                                Some(*side.matches.get(&(first + b, i)).unwrap_or(&0))
-                            })
-                        })
-                        .collect::<arrow::array::UInt32Array>(),
-                )
-            } else {
-                Arc::new(
-                    side.emitted[first..first + batches.len()]
-                        .iter()
-                        .flatten()
-                        .map(|f| Some(*f))
-                        .collect::<arrow::array::BooleanArray>(),
-                )
+        let with_dead: std::collections::HashSet<usize> =
+            side.dead.iter().map(|(b, _)| *b).collect();
+        let mut batches = Vec::with_capacity(range.len());
+        for b in range {
+            let batch = side.stored.get(b)?;
+            let batch = match self.flagged(s) {
+                true => self.with_flags(s, b, &batch)?,
+                false => batch,
             };
-            let mut fields: Vec<arrow::datatypes::Field> = all
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            fields.push(arrow::datatypes::Field::new(
-                "__emitted",
-                flags.data_type().clone(),
-                true,
-            ));
-            let mut columns = all.columns().to_vec();
-            columns.push(flags);
-            RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?
-        } else {
-            all
+            // Rows with a NULL key never match and retracted rows are gone: neither is
+            // kept. (A null-aware anti join keeps its left rows with NULL keys: they are
+            // emitted while the right is empty.)
+            let keep_nulls = self.null_aware && s == 0;
+            let nulls = !keep_nulls && side.keys.iter().any(|k| batch.column(*k).null_count() > 0);
+            let batch = if nulls || with_dead.contains(&b) {
+                let live: arrow::array::BooleanArray = (0..batch.num_rows())
+                    .map(|row| {
+                        Some(
+                            (keep_nulls
+                                || side.keys.iter().all(|k| !batch.column(*k).is_null(row)))
+                                && !side.dead.contains(&(b, row)),
+                        )
+                    })
+                    .collect();
+                arrow::compute::filter_record_batch(&batch, &live)?
+            } else {
+                batch
+            };
+            if batch.num_rows() > 0 {
+                batches.push(batch);
+            }
+        }
+        let Some(schema) = batches.first().map(|b| b.schema()) else {
+            return Ok(Vec::new());
         };
-        // Rows with a NULL key never match and retracted rows are gone: neither is kept.
-        let positions: Vec<(usize, usize)> = match side.dead.is_empty() {
-            true => Vec::new(),
-            false => batches
-                .iter()
-                .enumerate()
-                .flat_map(|(b, batch)| (0..batch.num_rows()).map(move |i| (first + b, i)))
-                .collect(),
-        };
-        let dead = |row: usize| !positions.is_empty() && side.dead.contains(&positions[row]);
-        // (A null-aware anti join keeps its left rows with NULL keys: they are emitted
-        // while the right is empty.)
-        let keep_nulls = self.null_aware && s == 0;
-        let keyed: arrow::array::BooleanArray = (0..all.num_rows())
-            .map(|row| {
-                Some(
-                    (keep_nulls || side.keys.iter().all(|k| !all.column(*k).is_null(row)))
-                        && !dead(row),
-                )
+        let groups = (self.key_groups.start, self.key_groups.end - 1);
+        Ok(vec![(groups, encode_batches(&schema, &batches)?)])
+    }
+
+    /// The rows of `batch` (restored for side `s`) whose key group this subtask owns.
+    fn own_rows(&self, s: usize, batch: &RecordBatch) -> Result<RecordBatch> {
+        let hashes = weir_state::key::hash_rows(batch, &self.sides[s].keys)?;
+        let mine: arrow::array::BooleanArray = hashes
+            .iter()
+            .map(|h| {
+                let kg = weir_state::key::key_group(*h, self.max_parallelism);
+                Some(self.key_groups.contains(&kg))
             })
             .collect();
-        let all = arrow::compute::filter_record_batch(&all, &keyed)?;
-        // Encoded as a keyed state of its own, then taken apart as (key group, bytes).
-        let mut encoded = OperatorState::default();
-        keyed_items(&all, &side.keys, self.max_parallelism, &mut encoded)?;
-        encoded
-            .items
+        Ok(arrow::compute::filter_record_batch(batch, &mine)?)
+    }
+
+    /// Stored batch `b` of side `s` with its rows' flags as a last column `__emitted`:
+    /// whether each matched (append-only inputs) or how many rows match it (updating
+    /// inputs).
+    fn with_flags(&self, s: usize, b: usize, batch: &RecordBatch) -> Result<RecordBatch> {
+        let side = &self.sides[s];
+        let flags: ArrayRef = if self.updating {
+            Arc::new(
+                (0..batch.num_rows())
+                    .map(|i| Some(*side.matches.get(&(b, i)).unwrap_or(&0)))
+                    .collect::<arrow::array::UInt32Array>(),
+            )
+        } else {
+            Arc::new(
+                side.emitted[b]
+                    .iter()
+                    .map(|f| Some(*f))
+                    .collect::<arrow::array::BooleanArray>(),
+            )
+        };
+        let mut fields: Vec<arrow::datatypes::Field> = batch
+            .schema()
+            .fields()
             .iter()
-            .map(|item| {
-                let kg = weir_state::keyed::item_key_group(item, self.max_parallelism)?;
-                Ok((kg, encoded.payload(item)?))
-            })
-            .collect()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(arrow::datatypes::Field::new(
+            "__emitted",
+            flags.data_type().clone(),
+            true,
+        ));
+        let mut columns = batch.columns().to_vec();
+        columns.push(flags);
+        Ok(RecordBatch::try_new(
+            Arc::new(arrow::datatypes::Schema::new(fields)),
+            columns,
+        )?)
     }
 
     /// Stores the rows of a restored snapshot, epoch by epoch.
@@ -344,11 +387,22 @@ impl JoinOperator {
                 continue;
             }
             let side = side_of(item);
-            let batches = item_batches(&restored, item)?;
-            // The item's bytes are the epoch's encoding in this subtask too (an epoch's
-            // key groups all move together, with their rows' flags), so the next snapshot
-            // does not encode them again; one the restore left on disk stays there.
-            let kg = weir_state::keyed::item_key_group(item, self.max_parallelism)?;
+            let mut batches = item_batches(&restored, item)?;
+            // The item's bytes are the epoch's encoding in this subtask too (with their
+            // rows' flags), so the next snapshot does not encode them again; one the
+            // restore left on disk stays there. An item holding key groups this subtask
+            // does not own (written at another parallelism) gives only its own rows, and
+            // its epoch is encoded again.
+            let groups = weir_state::keyed::item_key_groups(item, self.max_parallelism)?;
+            let owned =
+                self.key_groups.contains(groups.start()) && self.key_groups.contains(groups.end());
+            if !owned {
+                batches = batches
+                    .iter()
+                    .map(|b| self.own_rows(side, b))
+                    .filter(|b| !matches!(b, Ok(b) if b.num_rows() == 0))
+                    .collect::<Result<_>>()?;
+            }
             let part = match restored.item_disk_payload(item) {
                 Some(payload) => Part::Disk {
                     payload: payload.clone(),
@@ -365,8 +419,10 @@ impl JoinOperator {
                     ..Default::default()
                 });
             }
-            if let Some(parts) = &mut stored.epochs.epochs.last_mut().expect("an epoch").encoded {
-                parts.push((kg, part));
+            let epoch = stored.epochs.epochs.last_mut().expect("an epoch");
+            match (owned, &mut epoch.encoded) {
+                (true, Some(parts)) => parts.push(((*groups.start(), *groups.end()), part)),
+                _ => epoch.encoded = None,
             }
             for batch in batches {
                 // A flagged side (semi join kept side, outer side) carries an `__emitted`

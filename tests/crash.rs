@@ -75,9 +75,27 @@ pub fn committed_after_kills(
     kills: usize,
     seed: u64,
 ) -> (usize, Vec<String>) {
+    committed_after_kills_at(dir, script, &["2"], kills, seed)
+}
+
+/// [`committed_after_kills`], run `n` (and the restore after kill `n`) at parallelism
+/// `parallelisms[n % parallelisms.len()]`.
+pub fn committed_after_kills_at(
+    dir: &Path,
+    script: &str,
+    parallelisms: &[&str],
+    kills: usize,
+    seed: u64,
+) -> (usize, Vec<String>) {
     let chk = dir.join("chk");
-    let done =
-        kill_checkpointed_until_done(script, chk.to_str().unwrap(), "150 ms", &[], kills, seed);
+    let args = [
+        script,
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "150 ms",
+    ];
+    let done = kill_until_done_at(&args, parallelisms, &[], kills, seed);
     assert!(done >= kills, "only {done} kills");
     (done, committed_lines(&dir.join("out")))
 }
@@ -107,6 +125,18 @@ pub fn kill_checkpointed_until_done(
 /// Starts the job (always with `--restore latest`), SIGKILLs it at random moments until
 /// `kills` kills happened, then lets it finish. Returns the number of kills.
 pub fn kill_until_done(args: &[&str], env: &[(&str, &str)], kills: usize, seed: u64) -> usize {
+    kill_until_done_at(args, &[], env, kills, seed)
+}
+
+/// [`kill_until_done`], run `n` with `-p parallelisms[n % parallelisms.len()]` added to
+/// `args` (none: as `args` say).
+pub fn kill_until_done_at(
+    args: &[&str],
+    parallelisms: &[&str],
+    env: &[(&str, &str)],
+    kills: usize,
+    seed: u64,
+) -> usize {
     let mut rng = Lcg(seed);
     let mut done = 0;
     let started = Instant::now();
@@ -117,6 +147,9 @@ pub fn kill_until_done(args: &[&str], env: &[(&str, &str)], kills: usize, seed: 
         );
         let mut full: Vec<&str> = args.to_vec();
         full.extend(["--restore", "latest"]);
+        if !parallelisms.is_empty() {
+            full.extend(["-p", parallelisms[done % parallelisms.len()]]);
+        }
         let mut child = spawn(&full, env);
         let wait = if done < kills {
             Duration::from_millis(150 + rng.next(600))

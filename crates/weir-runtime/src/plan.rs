@@ -106,8 +106,9 @@ pub fn redistribute(
                 let groups = weir_state::keyed::item_key_groups(item, max_parallelism)?;
                 let owner =
                     |kg| crate::exchange::subtask_for_key_group(kg, parallelism, max_parallelism);
-                for o in owner(*groups.start())..=owner(*groups.end()) {
-                    out[o].push_from(from, item);
+                let owners = owner(*groups.start())..=owner(*groups.end());
+                for to in &mut out[owners] {
+                    to.push_from(from, item);
                 }
             }
         }
@@ -403,7 +404,7 @@ mod tests {
                     let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
                     let payload = state.add_payload(bytes::Bytes::from(s.to_string()));
                     let mut item = weir_state::keyed::key_groups_fields(range.start, range.end - 1);
-                    item["payload"] = payload.into();
+                    item["payload"] = payload;
                     state.items.push(item);
                     states.push(state);
                 }

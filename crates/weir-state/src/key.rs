@@ -368,9 +368,9 @@ mod tests {
                 let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
                 prop_assert!(hi - lo <= 1, "range sizes {:?}", sizes);
                 // Each subtask's range holds exactly the groups it owns.
-                for s in 0..p {
+                for (s, size) in sizes.iter().enumerate() {
                     let range = key_group_range(s, p, max);
-                    prop_assert_eq!(range.len(), sizes[s]);
+                    prop_assert_eq!(range.len(), *size);
                     prop_assert!(range.clone().all(|kg| owners[kg] == s), "{:?}", range);
                 }
             }

@@ -202,7 +202,7 @@ impl SpillFile {
         Error::external(format!("{doing} {} failed: {e}", self.what))
     }
 
-    /// Appends checkpoint payloads (`(key group, bytes)`) and returns them as
+    /// Appends checkpoint payloads (`(key groups, bytes)`) and returns them as
     /// [`DiskPayload`]s, named like the shared objects of incremental checkpoints: an
     /// operator keeps these instead of the bytes between checkpoints. The file stays
     /// while any of them does.

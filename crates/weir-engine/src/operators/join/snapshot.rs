@@ -2,7 +2,8 @@
 //!
 //! A side's stored batches are split into *epochs*: the batches stored between two
 //! snapshots form a new epoch when the second is taken. A snapshot writes each epoch's
-//! rows per key group (Arrow IPC, one item `{"kg", "payload", "side", "epoch"}` each), and
+//! rows as they are stored (Arrow IPC, one item `{"kgs": [first, last], "payload", "side",
+//! "epoch"}` for the subtask's whole key-group range; see `JoinOperator::encode`), and
 //! keeps the encoded parts of an epoch nobody changed since: the next snapshot hands the
 //! same bytes again, without encoding them, and incremental checkpoints (see
 //! `weir_runtime::state_file`) do not write them again. An epoch changes when one of its
@@ -17,11 +18,13 @@
 //! larger epochs stay as they are until one of their rows changes.
 //!
 //! A side under a state memory budget (see [`weir_state::spill`]) keeps its epochs'
-//! encoded parts in local files instead of memory, as [`DiskPayload`]s named like shared
-//! objects, so an incremental checkpoint that has them already does not even read them.
+//! encoded parts as [`DiskPayload`]s named like shared payloads, so an incremental
+//! checkpoint that has them already does not even read them: in memory, counted against
+//! the budget, while there is room, else in local files.
 //!
-//! A restore stores every item as a batch, epoch by epoch, and rebuilds the epochs with
-//! the items' bytes as their encoded parts.
+//! A restore stores every item's batches, epoch by epoch, and rebuilds the epochs with
+//! the items' bytes as their encoded parts; an item written at another parallelism gives
+//! only the rows of this subtask's key groups, and its epoch is encoded again.
 
 use super::{JoinOperator, Side};
 use crate::operators::state::item_batches;
@@ -34,8 +37,8 @@ use weir_state::checkpoint::{DiskPayload, SHARED_MIN_BYTES};
 use weir_state::keyed::encode_batches;
 use weir_state::spill::{SpillFile, StateMemory};
 
-/// An epoch with fewer rows takes in the next one: every epoch costs an item per key
-/// group (with Arrow IPC's per-message overhead), which only pays for itself when the
+/// An epoch with fewer rows takes in the next one: every epoch costs an item (a shared
+/// payload, with Arrow IPC's per-message overhead), which only pays for itself when the
 /// epoch is large.
 const MIN_EPOCH_ROWS: usize = 16_384;
 
@@ -186,25 +189,24 @@ impl JoinOperator {
                             let encoded = self.encode(s, chunk)?;
                             match (memory, on_disk) {
                                 (Some(memory), None) => {
-                                    parts.extend(encoded.into_iter().map(|(kg, bytes)| {
+                                    parts.extend(encoded.into_iter().map(|(groups, bytes)| {
                                         let held = memory.hold(bytes.len() as u64);
                                         let payload = DiskPayload::in_memory(bytes, Some(held));
                                         let since = checkpoint.0;
-                                        (kg, Part::Disk { payload, since })
+                                        (groups, Part::Disk { payload, since })
                                     }));
                                 }
                                 (_, Some(memory)) => {
                                     let file = SpillFile::in_slot(&mut keep_file, memory)?;
                                     parts.extend(file.keep(encoded)?.into_iter().map(
-                                        |(kg, payload)| {
+                                        |(groups, payload)| {
                                             let since = checkpoint.0;
-                                            (kg, Part::Disk { payload, since })
+                                            (groups, Part::Disk { payload, since })
                                         },
                                     ));
                                 }
-                                (None, None) => parts.extend(
-                                    encoded.into_iter().map(|(kg, b)| (kg, Part::Memory(b))),
-                                ),
+                                (None, None) => parts
+                                    .extend(encoded.into_iter().map(|(g, b)| (g, Part::Memory(b)))),
                             }
                         }
                         self.sides[s].epochs.epochs[e].encoded = Some(parts.clone());
@@ -217,7 +219,7 @@ impl JoinOperator {
                         Part::Disk { payload, .. } => state.add_disk_payload(payload),
                     };
                     let mut item = weir_state::keyed::key_groups_fields(first, last);
-                    item["payload"] = payload.into();
+                    item["payload"] = payload;
                     item["side"] = s.into();
                     item["epoch"] = e.into();
                     state.items.push(item);

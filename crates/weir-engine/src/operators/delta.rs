@@ -21,8 +21,9 @@
 //!
 //! A part's bytes stay in memory only until a completed checkpoint wrote them to the
 //! shared folder (parts of [`SHARED_MIN_BYTES`] or more); later snapshots refer to them
-//! there by name, as the join's epochs do. Under a state memory budget they wait in a
-//! local file instead of memory (a merge may encode most of the state again). Without
+//! there by name, as the join's epochs do. Under a state memory budget they wait counted
+//! against it while it has room, else in a local file (a merge may encode most of the
+//! state again). Without
 //! incremental checkpoints every snapshot is whole and nothing is kept. A key that is
 //! dropped (state TTL, a Top-N partition emptied, an upsert key deleted) is not in a later
 //! part: the operator then starts over, and the next snapshot is whole.
@@ -46,6 +47,9 @@ struct Part<K> {
 enum Payload {
     /// Encoded for checkpoint `since`, not known to be in the shared folder yet.
     Memory { bytes: Bytes, since: u64 },
+    /// The same, named, under a memory budget, in memory (counted in the operator's
+    /// [`DeltaSnapshots::held`] bytes).
+    Held { payload: DiskPayload, since: u64 },
     /// The same, waiting in a local file (under a memory budget).
     Disk { payload: DiskPayload, since: u64 },
     /// Written to the shared folder by a completed checkpoint.
@@ -62,6 +66,8 @@ pub(super) struct DeltaSnapshots<K> {
     whole: bool,
     /// The keys the parts list, with their lists' slack (see [`Self::keys_held`]).
     keys_held: usize,
+    /// See [`Self::held`].
+    held: u64,
     /// The job's state budget: parts wait for their checkpoint in local files.
     memory: Option<Arc<StateMemory>>,
 }
@@ -74,6 +80,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             parts: (0..max_parallelism).map(|_| Vec::new()).collect(),
             whole: true,
             keys_held: 0,
+            held: 0,
             memory: None,
         }
     }
@@ -110,12 +117,33 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
                         DiskPayload::in_shared_folder(shared_name(bytes), bytes.len() as u64);
                     part.payload = Payload::Shared(shared);
                 }
-                Payload::Disk { payload, since } if *since <= checkpoint.0 => {
+                Payload::Disk { payload, since } | Payload::Held { payload, since }
+                    if *since <= checkpoint.0 =>
+                {
                     part.payload = Payload::Shared(payload.shared_only());
                 }
                 _ => {}
             }
         }
+        self.count_held();
+    }
+
+    /// Bytes of parts held in memory under a budget until their checkpoint completes,
+    /// which the operator counts against the budget.
+    pub(super) fn held(&self) -> u64 {
+        self.held
+    }
+
+    fn count_held(&mut self) {
+        self.held = self
+            .parts
+            .iter()
+            .flatten()
+            .map(|p| match &p.payload {
+                Payload::Held { payload, .. } => payload.size,
+                _ => 0,
+            })
+            .sum();
     }
 
     /// The keys the parts list (with their lists' slack): what the parts hold in memory
@@ -133,6 +161,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
                 p.keys.capacity() * key_bytes
                     + match &p.payload {
                         Payload::Memory { bytes, .. } => bytes.len(),
+                        Payload::Held { payload, .. } => payload.size as usize,
                         Payload::Disk { .. } | Payload::Shared(_) => 0,
                     }
             })
@@ -154,8 +183,10 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             self.parts.iter_mut().for_each(Vec::clear);
             self.whole = false;
         }
-        // Where this snapshot's parts wait on disk, if they do.
+        // Where this snapshot's parts wait on disk, if they do, and the bytes of those
+        // it keeps in memory (which the budget does not count yet).
         let mut file: Option<Arc<SpillFile>> = None;
+        let mut pending = 0;
         if !changed.is_empty() {
             let mut by_group: BTreeMap<usize, Vec<K>> = BTreeMap::new();
             for (key, hash) in changed.iter().zip(hashes_of(&changed)?) {
@@ -172,6 +203,18 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
                 let bytes = encode_batch(&rows_of(&last)?)?;
                 let since = checkpoint.0;
                 let payload = match &self.memory {
+                    // In memory, counted against the budget, while it has room and a
+                    // completed checkpoint frees the bytes (writing every part to a
+                    // local file first wrote it twice).
+                    Some(memory)
+                        if bytes.len() >= SHARED_MIN_BYTES
+                            && self.incremental
+                            && memory.has_room(pending + bytes.len() as u64) =>
+                    {
+                        pending += bytes.len() as u64;
+                        let payload = DiskPayload::in_memory(bytes, None);
+                        Payload::Held { payload, since }
+                    }
                     Some(memory) if bytes.len() >= SHARED_MIN_BYTES => {
                         let file = SpillFile::in_slot(&mut file, memory)?;
                         let (_, payload) = file.keep(vec![(kg, bytes)])?.remove(0);
@@ -190,9 +233,9 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
             for part in parts {
                 let payload = match &part.payload {
                     Payload::Memory { bytes, .. } => state.add_payload(bytes.clone()),
-                    Payload::Disk { payload, .. } | Payload::Shared(payload) => {
-                        state.add_disk_payload(payload.clone())
-                    }
+                    Payload::Disk { payload, .. }
+                    | Payload::Held { payload, .. }
+                    | Payload::Shared(payload) => state.add_disk_payload(payload.clone()),
                 };
                 state
                     .items
@@ -205,6 +248,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
         }
         // Only snapshots change the parts' keys; operators ask after every batch.
         self.keys_held = self.parts.iter().flatten().map(|p| p.keys.capacity()).sum();
+        self.count_held();
         Ok(state)
     }
 }
@@ -247,9 +291,11 @@ impl HashDeltas {
     }
 
     /// What this holds in memory for good (about): the key hashes of the parts and of the
-    /// changed keys, to be counted in the state budget.
+    /// changed keys, and the parts waiting for their checkpoint in memory, to be counted
+    /// in the state budget.
     pub(super) fn bookkeeping(&self) -> u64 {
         (self.delta.keys_held() * HASH_BYTES + self.changed.capacity() * CHANGED_BYTES) as u64
+            + self.delta.held()
     }
 
     /// What this holds in memory now, parts' bytes included.

@@ -176,7 +176,9 @@ impl GroupAggregate {
     /// While the job's state is over its budget, moves the least recently used groups to
     /// disk.
     fn relieve(&mut self) -> Result<()> {
-        if !self.cold.set_hot(self.hot_bytes) || matches!(self.cold_rows, Some(None)) {
+        // (The snapshot parts waiting for their checkpoint in memory count too.)
+        let held = self.delta.held();
+        if !self.cold.set_hot(self.hot_bytes + held) || matches!(self.cold_rows, Some(None)) {
             return Ok(());
         }
         let moving = cold::least_recently_used(
@@ -219,7 +221,7 @@ impl GroupAggregate {
                 self.keep(key, group);
             }
         }
-        self.cold.set_hot(self.hot_bytes);
+        self.cold.set_hot(self.hot_bytes + held);
         Ok(())
     }
 }

@@ -349,7 +349,8 @@ impl VectorizedGroupAggregate {
     /// disk (their share of what the groups take) and rebuilds the table from the rest.
     fn relieve(&mut self) -> Result<()> {
         let hot = self.hot_bytes();
-        let over = self.cold.set_hot(hot);
+        // (The snapshot parts waiting for their checkpoint in memory count too.)
+        let over = self.cold.set_hot(hot + self.delta.held());
         if self.keys.is_empty() || self.rows.is_empty() || !over {
             return Ok(());
         }
@@ -388,7 +389,7 @@ impl VectorizedGroupAggregate {
         }
         let keep: Vec<u32> = (0..n as u32).filter(|g| stays[*g as usize]).collect();
         self.retain(&keys, &keep)?;
-        self.cold.set_hot(self.hot_bytes());
+        self.cold.set_hot(self.hot_bytes() + self.delta.held());
         Ok(())
     }
 

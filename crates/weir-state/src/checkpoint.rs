@@ -85,19 +85,11 @@ impl DiskPayload {
 
     /// A payload kept in memory but handled like one on disk: named (so the checkpoint
     /// writer does not hash it again), and, once a completed checkpoint wrote it, turned
-    /// into a reference by [`DiskPayload::shared_only`], which frees the bytes and
-    /// `held` (what they count against the state budget).
-    pub fn in_memory(bytes: bytes::Bytes, held: Option<crate::spill::Held>) -> Self {
+    /// into a reference by [`DiskPayload::shared_only`], which frees the bytes.
+    pub fn in_memory(bytes: bytes::Bytes) -> Self {
         let name = shared_name(&bytes);
         let size = bytes.len() as u64;
-        Self::new(
-            name,
-            size,
-            std::sync::Arc::new(move || {
-                let _held = &held;
-                Ok(bytes.clone())
-            }),
-        )
+        Self::new(name, size, std::sync::Arc::new(move || Ok(bytes.clone())))
     }
 
     /// The bytes, read from disk.

@@ -66,16 +66,6 @@ impl StateMemory {
         self.used().saturating_add(bytes) <= self.budget
     }
 
-    /// Counts `bytes` held outside the stores (encoded snapshot parts waiting for their
-    /// checkpoint) against the budget while the returned guard lives.
-    pub fn hold(self: &Arc<Self>, bytes: u64) -> Held {
-        self.used.fetch_add(bytes, Ordering::Relaxed);
-        Held {
-            memory: self.clone(),
-            bytes,
-        }
-    }
-
     /// Whether a store holding `resident` bytes should give some back.
     pub(crate) fn over(&self, resident: u64) -> bool {
         self.used() > self.budget && resident > self.share()
@@ -106,19 +96,6 @@ impl StateMemory {
                     self.dir.display()
                 ))
             })
-    }
-}
-
-/// Bytes counted against a [`StateMemory`] budget until dropped ([`StateMemory::hold`]).
-#[derive(Debug)]
-pub struct Held {
-    memory: Arc<StateMemory>,
-    bytes: u64,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.memory.used.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 

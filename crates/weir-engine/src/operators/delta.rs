@@ -21,12 +21,12 @@
 //!
 //! A part's bytes stay in memory only until a completed checkpoint wrote them to the
 //! shared folder (parts of [`SHARED_MIN_BYTES`] or more); later snapshots refer to them
-//! there by name, as the join's epochs do. Under a state memory budget they wait counted
-//! against it while it has room, else in a local file (a merge may encode most of the
-//! state again). Without
-//! incremental checkpoints every snapshot is whole and nothing is kept. A key that is
-//! dropped (state TTL, a Top-N partition emptied, an upsert key deleted) is not in a later
-//! part: the operator then starts over, and the next snapshot is whole.
+//! there by name, as the join's epochs do. Under a state memory budget they wait in
+//! memory, counted in the operator's share, while the budget has room, else in a local
+//! file (a merge may encode most of the state again). Without incremental checkpoints
+//! every snapshot is whole and nothing is kept. A key that is dropped (state TTL, a
+//! Top-N partition emptied, an upsert key deleted) is not in a later part: the operator
+//! then starts over, and the next snapshot is whole.
 
 use arrow::array::RecordBatch;
 use bytes::Bytes;
@@ -68,7 +68,8 @@ pub(super) struct DeltaSnapshots<K> {
     keys_held: usize,
     /// See [`Self::held`].
     held: u64,
-    /// The job's state budget: parts wait for their checkpoint in local files.
+    /// The job's state budget: parts wait for their checkpoint in memory while it has
+    /// room, else in local files.
     memory: Option<Arc<StateMemory>>,
 }
 
@@ -86,7 +87,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
     }
 
     /// Under the job's state budget `memory` (if any), new parts wait for their checkpoint
-    /// on local disk.
+    /// in memory while it has room (see [`Self::held`]), else on local disk.
     pub(super) fn on_disk(mut self, memory: Option<Arc<StateMemory>>) -> Self {
         self.memory = memory;
         self
@@ -212,7 +213,7 @@ impl<K: Ord + Clone> DeltaSnapshots<K> {
                             && memory.has_room(pending + bytes.len() as u64) =>
                     {
                         pending += bytes.len() as u64;
-                        let payload = DiskPayload::in_memory(bytes, None);
+                        let payload = DiskPayload::in_memory(bytes);
                         Payload::Held { payload, since }
                     }
                     Some(memory) if bytes.len() >= SHARED_MIN_BYTES => {

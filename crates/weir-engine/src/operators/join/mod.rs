@@ -227,7 +227,7 @@ impl Side {
             self.first = self.first.min(latest);
         }
         self.stored.push(batch)?;
-        self.stored.set_overhead(self.index_bytes())?;
+        self.stored.set_overhead(self.overhead())?;
         Ok(keys)
     }
 
@@ -248,6 +248,12 @@ impl Side {
     /// per stored position, with the vectors' usual slack.
     fn index_bytes(&self) -> u64 {
         (self.index.capacity() * 96 + self.positions * 24) as u64
+    }
+
+    /// What the side holds in memory beside its stored batches: the index, and the
+    /// encoded parts waiting for their checkpoint ([`snapshot::Epochs::held`]).
+    fn overhead(&self) -> u64 {
+        self.index_bytes() + self.epochs.held()
     }
 
     /// Takes back one stored row equal to `row` under `key`: its position, or `None` when
@@ -985,6 +991,7 @@ impl Operator for JoinOperator {
         if self.incremental {
             for side in &mut self.sides {
                 side.epochs.completed(checkpoint);
+                side.stored.set_overhead(side.overhead())?;
             }
         }
         Ok(())

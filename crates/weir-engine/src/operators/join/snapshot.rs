@@ -52,11 +52,14 @@ const ENCODE_CHUNK_ROWS: usize = 1 << 17;
 /// A part restored from disk counts as written for the first checkpoint that takes it.
 const RESTORED: u64 = u64::MAX;
 
-/// An encoded part of an epoch (one key group), in memory or in a local file (written
-/// for checkpoint `since`, or [`RESTORED`]).
+/// An encoded part of an epoch: in memory; named and in memory under a budget, counted
+/// in its side's store ([`Epochs::held`]); or in a local file (or only in the shared
+/// folder once a completed checkpoint wrote it). Named parts were written for checkpoint
+/// `since`, or [`RESTORED`].
 #[derive(Clone)]
 pub(super) enum Part {
     Memory(Bytes),
+    Held { payload: DiskPayload, since: u64 },
     Disk { payload: DiskPayload, since: u64 },
 }
 
@@ -98,14 +101,30 @@ impl Epochs {
     pub(super) fn completed(&mut self, checkpoint: CheckpointId) {
         for epoch in &mut self.epochs {
             for (_, part) in epoch.encoded.iter_mut().flatten() {
-                if let Part::Disk { payload, since } = part
+                if let Part::Disk { payload, since } | Part::Held { payload, since } = part
                     && *since <= checkpoint.0
                     && payload.size >= SHARED_MIN_BYTES as u64
                 {
-                    *payload = payload.shared_only();
+                    let payload = payload.shared_only();
+                    *part = Part::Disk {
+                        payload,
+                        since: *since,
+                    };
                 }
             }
         }
+    }
+
+    /// Bytes of the encoded parts held in memory under a budget, which the side's store
+    /// counts against it until a completed checkpoint wrote them.
+    pub(super) fn held(&self) -> u64 {
+        (self.epochs.iter())
+            .flat_map(|e| e.encoded.iter().flatten())
+            .map(|(_, part)| match part {
+                Part::Held { payload, .. } => payload.size,
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Every stored batch was rebuilt: there are no epochs any more.
@@ -188,12 +207,11 @@ impl JoinOperator {
                         for chunk in self.chunks(s, range, on_disk.is_some()) {
                             let encoded = self.encode(s, chunk)?;
                             match (memory, on_disk) {
-                                (Some(memory), None) => {
+                                (Some(_), None) => {
                                     parts.extend(encoded.into_iter().map(|(groups, bytes)| {
-                                        let held = memory.hold(bytes.len() as u64);
-                                        let payload = DiskPayload::in_memory(bytes, Some(held));
+                                        let payload = DiskPayload::in_memory(bytes);
                                         let since = checkpoint.0;
-                                        (groups, Part::Disk { payload, since })
+                                        (groups, Part::Held { payload, since })
                                     }));
                                 }
                                 (_, Some(memory)) => {
@@ -209,14 +227,19 @@ impl JoinOperator {
                                     .extend(encoded.into_iter().map(|(g, b)| (g, Part::Memory(b)))),
                             }
                         }
-                        self.sides[s].epochs.epochs[e].encoded = Some(parts.clone());
+                        let side = &mut self.sides[s];
+                        side.epochs.epochs[e].encoded = Some(parts.clone());
+                        // Held parts count against the budget from now on.
+                        side.stored.set_overhead(side.overhead())?;
                         parts
                     }
                 };
                 for ((first, last), part) in parts {
                     let payload = match part {
                         Part::Memory(bytes) => state.add_payload(bytes),
-                        Part::Disk { payload, .. } => state.add_disk_payload(payload),
+                        Part::Held { payload, .. } | Part::Disk { payload, .. } => {
+                            state.add_disk_payload(payload)
+                        }
                     };
                     let mut item = weir_state::keyed::key_groups_fields(first, last);
                     item["payload"] = payload;

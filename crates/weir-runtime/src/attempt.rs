@@ -164,7 +164,8 @@ pub(crate) fn build_tasks(
         own_restored
             .iter()
             .flat_map(|r| &r.metadata.vertices)
-            .flat_map(|v| &v.subtasks),
+            .flat_map(|v| &v.subtasks)
+            .flat_map(|s| &s.shared),
     ));
     let mut controls = Vec::with_capacity(n);
     let mut tasks = Vec::new();

@@ -191,14 +191,12 @@ pub fn shared_objects(meta: &CheckpointMetadata) -> HashSet<String> {
         .collect()
 }
 
-/// What the shared payloads of a checkpoint's subtasks are called and where they are
-/// (see [`SharedAt`]), by name.
+/// Where the shared payloads of written references `refs` are (see [`SharedAt`]), by
+/// name.
 pub fn shared_payloads<'a>(
-    subtasks: impl IntoIterator<Item = &'a SubtaskEntry>,
+    refs: impl IntoIterator<Item = &'a String>,
 ) -> HashMap<String, SharedAt> {
-    subtasks
-        .into_iter()
-        .flat_map(|s| &s.shared)
+    refs.into_iter()
         .filter_map(|r| SharedAt::parse(r).ok())
         .map(|at| (at.name.clone(), at))
         .collect()
@@ -707,13 +705,7 @@ mod tests {
         assert_eq!(first.shared.len(), 2);
         assert_eq!(objects(&first.shared).len(), 1);
         assert!(first.written > big as u64 + 10_000);
-        let known = shared_payloads([&SubtaskEntry {
-            subtask: 0,
-            status: SubtaskStatus::Running,
-            state_file: None,
-            state_digest: None,
-            shared: first.shared.clone(),
-        }]);
+        let known = shared_payloads(&first.shared);
         snapshot.operators[0].payloads[0] = small(2);
         let second = storage
             .write_task_state(

@@ -76,12 +76,7 @@ impl Uploader {
                 .await;
                 let event = match written {
                     Ok(state) => {
-                        known = state
-                            .shared
-                            .iter()
-                            .filter_map(|r| crate::state_file::SharedAt::parse(r).ok())
-                            .map(|at| (at.name.clone(), at))
-                            .collect();
+                        known = crate::storage::shared_payloads(&state.shared);
                         TaskEvent::Ack {
                             task,
                             id: u.id,

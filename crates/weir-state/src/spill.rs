@@ -78,7 +78,7 @@ impl StateMemory {
 
     /// Says in the log, once per store, that a store started `doing` (what it moves to
     /// disk, and where).
-    pub(crate) fn announce(&self, doing: &str) {
+    pub fn announce(&self, doing: &str) {
         tracing::info!(
             "keyed state is over its share of 'taskmanager.memory.managed.size' \
              ({} MiB for the job): {doing} to {}",
@@ -233,6 +233,8 @@ enum Slot {
         at: u64,
         len: u64,
         rows: usize,
+        /// Its [`crate::checkpoint::shared_name`], once a checkpoint asked for it.
+        name: Option<String>,
     },
     Dropped,
 }
@@ -334,6 +336,40 @@ impl BatchStore {
         let grew = bytes > self.overhead;
         self.overhead = bytes;
         if grew { self.relieve() } else { Ok(()) }
+    }
+
+    /// Whether the job's state is over its budget with this store over its share (after
+    /// [`Self::push`] or [`Self::set_overhead`] spilled what they could, only the
+    /// operator's own memory, its overhead, can give way).
+    pub fn over_budget(&self) -> bool {
+        (self.memory.as_ref()).is_some_and(|m| m.over(self.resident + self.overhead))
+    }
+
+    /// Batch `b` as a checkpoint payload: the Arrow IPC stream [`Self::get`] reads. A
+    /// batch on disk is handed where it lies (named once, the first time, by reading it),
+    /// so an incremental checkpoint that holds it already refers to it without reading
+    /// it; a batch in memory is encoded.
+    pub fn payload(&mut self, b: usize) -> Result<DiskPayload> {
+        match &mut self.slots[b] {
+            Slot::Memory { batch, .. } => Ok(DiskPayload::in_memory(
+                crate::keyed::encode_batch(batch)?,
+            )),
+            Slot::Disk {
+                segment,
+                at,
+                len,
+                name,
+                ..
+            } => {
+                let s = self.segments[*segment].as_ref().expect("live segment");
+                let name = match name {
+                    Some(name) => name.clone(),
+                    None => name.insert(s.file.name_of(*at, *len)?).clone(),
+                };
+                Ok(s.file.payload(name, *at, *len))
+            }
+            Slot::Dropped => Err(Error::internal("a dropped state batch has no payload")),
+        }
     }
 
     /// Rows of batch `b` (0 once dropped).
@@ -518,6 +554,7 @@ impl BatchStore {
                 at,
                 len,
                 rows,
+                name: None,
             };
             self.forget(bytes);
         }

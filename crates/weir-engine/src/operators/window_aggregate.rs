@@ -14,9 +14,27 @@
 //! State is keyed: a snapshot emits every window's keys and accumulator states (then loads
 //! them back, as DataFusion's emit is destructive) and stores them per key group as Arrow
 //! IPC, so a restore at another parallelism hands every key group to its new owner.
+//!
+//! # State larger than memory
+//! The windows' tables count against the job's state budget
+//! (`taskmanager.memory.managed.size`). When the job is over it and this operator over
+//! its share, every window's table is emptied into *runs*: its keys and partial states,
+//! split by a key hash into [`BUCKETS`] buckets, one batch each, kept in a [`BatchStore`]
+//! that moves the older ones to local disk. The tables start again empty, so a group may
+//! have partial states in several runs and in the table. When the window fires it is
+//! merged a bucket at a time — the bucket's runs read back and the table's rows of that
+//! bucket merged into a fresh table, evaluated and emitted — so firing holds a
+//! sixteenth of the window's groups, not all of them (a hash aggregation that spills by
+//! partition, as a grace hash join does).
+//!
+//! A snapshot writes the tables by key group as above, and each run as an item of its own
+//! for the subtask's key-group range (`{"kgs": [first, last], "run": true}`; a restore at
+//! another parallelism keeps the rows of its own key groups). A run on disk is handed to
+//! the checkpoint where it lies: runs never change, so an incremental checkpoint writes
+//! each once. A restore puts all restored state into runs, under the budget as it goes.
 
 use super::aggregate::{AggregateInputs, groups_accumulator};
-use super::state::{keyed_state, restored_batches};
+use super::state::{item_batches, keyed_items};
 use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use async_trait::async_trait;
@@ -24,11 +42,16 @@ use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_plan::aggregates::group_values::{GroupValues, new_group_values};
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 use weir_common::{CheckpointId, Result};
 use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistribution, TaskInfo};
 use weir_sql::AggregateSpec;
 use weir_sql::group_windows::{epoch_millis, from_epoch_millis};
+use weir_state::spill::{BatchStore, StateMemory};
+
+/// Buckets a window's runs are split into by key hash (see the module docs).
+const BUCKETS: usize = 16;
 
 /// Creates window aggregate operators.
 pub struct WindowAggregateFactory {
@@ -44,6 +67,8 @@ pub struct WindowAggregateFactory {
     pub input_schema: SchemaRef,
     /// Output schema: group columns, then one column per aggregate.
     pub schema: SchemaRef,
+    /// The job's state budget, if any.
+    pub state_memory: Option<Arc<StateMemory>>,
 }
 
 impl WindowAggregateFactory {
@@ -81,6 +106,21 @@ impl OperatorFactory for WindowAggregateFactory {
     fn create(&self, task: &TaskInfo) -> Result<Box<dyn Operator>> {
         let key_schema = super::keys::nullable(&self.input_schema.project(&self.keys)?);
         let relaxed = super::keys::nullable(&self.schema);
+        // Each aggregate's state columns, asked of fresh accumulators (asking a loaded
+        // one would drain it).
+        let mut fields: Vec<Field> = (key_schema.fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(WINDOW_END, DataType::Int64, false));
+        let mut widths = Vec::with_capacity(self.aggregates.len());
+        for (a, spec) in self.aggregates.iter().enumerate() {
+            let state = groups_accumulator(spec)?.state(EmitTo::All)?;
+            widths.push(state.len());
+            for (j, column) in state.iter().enumerate() {
+                fields.push(state_field(a, j, column));
+            }
+        }
+        let runs = BatchStore::new(Arc::new(Schema::new(fields)), self.state_memory.clone());
         Ok(Box::new(WindowAggregate {
             keys: self.keys.clone(),
             window_end: self.window_end,
@@ -93,14 +133,33 @@ impl OperatorFactory for WindowAggregateFactory {
             watermark: i64::MIN,
             max_parallelism: task.max_parallelism,
             partition: self.partition(),
+            key_groups: weir_state::key::key_group_range(
+                task.subtask,
+                task.parallelism,
+                task.max_parallelism,
+            ),
+            widths,
+            runs,
+            moved: false,
         }))
     }
+}
+
+/// The column of a state batch holding its rows' window end (milliseconds).
+const WINDOW_END: &str = "__window_end_ms";
+
+/// The field of state column `j` of aggregate `a` in a state batch.
+fn state_field(a: usize, j: usize, column: &ArrayRef) -> Field {
+    Field::new(format!("__state_{a}_{j}"), column.data_type().clone(), true)
 }
 
 /// The groups of one window.
 struct Window {
     groups: Box<dyn GroupValues>,
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    /// Partial states moved out of the table: per bucket, positions in the operator's
+    /// run store (empty while nothing moved).
+    runs: Vec<Vec<usize>>,
 }
 
 struct WindowAggregate {
@@ -118,6 +177,14 @@ struct WindowAggregate {
     max_parallelism: usize,
     /// Positions among the keys that split state by key group (see the factory).
     partition: Vec<usize>,
+    /// The key groups this subtask owns.
+    key_groups: Range<usize>,
+    /// How many state columns each aggregate has.
+    widths: Vec<usize>,
+    /// The windows' runs (see the module docs).
+    runs: BatchStore,
+    /// Whether tables were moved into runs yet (said once in the log).
+    moved: bool,
 }
 
 /// Milliseconds of a time column, or of the `end` of a legacy window-key struct.
@@ -137,7 +204,114 @@ impl WindowAggregate {
                 .iter()
                 .map(groups_accumulator)
                 .collect::<Result<_>>()?,
+            runs: Vec::new(),
         })
+    }
+
+    /// Bytes of the windows' tables.
+    fn table_bytes(&self) -> usize {
+        self.windows
+            .values()
+            .map(|w| w.groups.size() + w.accumulators.iter().map(|a| a.size()).sum::<usize>())
+            .sum()
+    }
+
+    /// Empties the table of the window ending at `end` into a state batch: its keys, the
+    /// window end, then each aggregate's state columns (`None` when it holds no group).
+    fn take_state(&self, end: i64, window: &mut Window) -> Result<Option<RecordBatch>> {
+        if window.groups.is_empty() {
+            return Ok(None);
+        }
+        let mut columns = window.groups.emit(EmitTo::All)?;
+        let total = columns.first().map_or(0, |k| k.len());
+        // Some group-value tables keep their index after emitting: reset them.
+        window.groups.clear_shrink(total);
+        let mut fields: Vec<Field> = (self.key_schema.fields().iter())
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(WINDOW_END, DataType::Int64, false));
+        columns.push(Arc::new(arrow::array::Int64Array::from(vec![end; total])));
+        for (a, acc) in window.accumulators.iter_mut().enumerate() {
+            for (j, column) in acc.state(EmitTo::All)?.into_iter().enumerate() {
+                fields.push(state_field(a, j, &column));
+                columns.push(column);
+            }
+        }
+        Ok(Some(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?))
+    }
+
+    /// Merges a state batch's rows (of one window) into `window`'s table.
+    fn load(&self, window: &mut Window, part: &RecordBatch) -> Result<()> {
+        let k = self.keys.len();
+        let mut ids = Vec::new();
+        window.groups.intern(&part.columns()[..k], &mut ids)?;
+        let total = window.groups.len();
+        let mut col = k + 1;
+        for (acc, n) in window.accumulators.iter_mut().zip(&self.widths) {
+            acc.merge_batch(&part.columns()[col..col + n], &ids, total)?;
+            col += n;
+        }
+        Ok(())
+    }
+
+    /// A state batch of one window split by the bucket of its keys.
+    fn by_bucket(&self, batch: &RecordBatch) -> Result<Vec<(usize, RecordBatch)>> {
+        let keys: Vec<usize> = (0..self.keys.len()).collect();
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); BUCKETS];
+        for (r, h) in weir_state::key::hash_rows(batch, &keys)?.iter().enumerate() {
+            // The top bits: the low ones pick the key group, shared by a subtask's keys.
+            rows[(h >> 60) as usize % BUCKETS].push(r as u32);
+        }
+        let mut out = Vec::new();
+        for (b, rows) in rows.into_iter().enumerate() {
+            if !rows.is_empty() {
+                let take = UInt32Array::from(rows);
+                out.push((b, arrow::compute::take_record_batch(batch, &take)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds a state batch of the window ending at `end` to its runs.
+    fn add_runs(&mut self, end: i64, batch: &RecordBatch) -> Result<()> {
+        for (b, part) in self.by_bucket(batch)? {
+            let at = self.runs.push(part)?;
+            if !self.windows.contains_key(&end) {
+                let window = self.new_window()?;
+                self.windows.insert(end, window);
+            }
+            let window = self.windows.get_mut(&end).expect("window");
+            window.runs.resize_with(BUCKETS, Vec::new);
+            window.runs[b].push(at);
+        }
+        Ok(())
+    }
+
+    /// Counts the tables against the budget; past it, empties them into runs.
+    fn relieve(&mut self) -> Result<()> {
+        self.runs.set_overhead(self.table_bytes() as u64)?;
+        if !self.runs.over_budget() {
+            return Ok(());
+        }
+        if !self.moved {
+            self.moved = true;
+            if let Some(memory) = self.runs.memory() {
+                memory.announce("moving partial window aggregates");
+            }
+        }
+        let ends: Vec<i64> = self.windows.keys().copied().collect();
+        for end in ends {
+            let mut window = self.windows.remove(&end).expect("window");
+            let state = self.take_state(end, &mut window)?;
+            self.windows.insert(end, window);
+            if let Some(state) = state {
+                self.add_runs(end, &state)?;
+            }
+        }
+        self.runs.set_overhead(self.table_bytes() as u64)
     }
 
     /// Processing time: rows stamped before their window fired (they were in flight)
@@ -174,59 +348,97 @@ impl WindowAggregate {
             if *entry.key() - 1 > watermark {
                 break;
             }
+            let end = *entry.key();
             let mut window = entry.remove();
-            let mut columns = window.groups.emit(EmitTo::All)?;
-            for (a, acc) in window.accumulators.iter_mut().enumerate() {
-                let values = acc.evaluate(EmitTo::All)?;
-                let want = self.schema.field(self.keys.len() + a).data_type();
-                columns.push(if values.data_type() == want {
-                    values
-                } else {
-                    arrow::compute::cast(&values, want)?
-                });
+            if window.runs.is_empty() {
+                self.emit(&mut window, out)?;
+                continue;
             }
-            let batch = RecordBatch::try_new(self.relaxed.clone(), columns)?;
-            out.emit(
-                RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
-                    .unwrap_or(batch),
-            );
+            // A bucket at a time: its runs and the table's rows of it.
+            let mut table: Vec<Vec<RecordBatch>> = vec![Vec::new(); BUCKETS];
+            if let Some(state) = self.take_state(end, &mut window)? {
+                for (b, part) in self.by_bucket(&state)? {
+                    table[b].push(part);
+                }
+            }
+            for (b, table) in table.into_iter().enumerate() {
+                let mut merged = self.new_window()?;
+                for at in &window.runs[b] {
+                    let run = self.runs.get(*at)?;
+                    self.load(&mut merged, &run)?;
+                    self.runs.drop_batch(*at);
+                }
+                for part in &table {
+                    self.load(&mut merged, part)?;
+                }
+                if !merged.groups.is_empty() {
+                    self.emit(&mut merged, out)?;
+                }
+            }
+            if self.windows.values().all(|w| w.runs.is_empty()) {
+                self.runs.clear();
+            }
         }
+        self.runs.set_overhead(self.table_bytes() as u64)
+    }
+
+    /// Emits every group of `window`'s table.
+    fn emit(&self, window: &mut Window, out: &mut Output) -> Result<()> {
+        let mut columns = window.groups.emit(EmitTo::All)?;
+        for (a, acc) in window.accumulators.iter_mut().enumerate() {
+            let values = acc.evaluate(EmitTo::All)?;
+            let want = self.schema.field(self.keys.len() + a).data_type();
+            columns.push(if values.data_type() == want {
+                values
+            } else {
+                arrow::compute::cast(&values, want)?
+            });
+        }
+        let batch = RecordBatch::try_new(self.relaxed.clone(), columns)?;
+        out.emit(
+            RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec()).unwrap_or(batch),
+        );
         Ok(())
+    }
+
+    /// The rows of a restored state batch whose key group this subtask owns.
+    fn own_rows(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let hashes = weir_state::key::hash_rows(batch, &self.partition)?;
+        let mine: arrow::array::BooleanArray = (hashes.iter())
+            .map(|h| {
+                let kg = weir_state::key::key_group(*h, self.max_parallelism);
+                Some(self.key_groups.contains(&kg))
+            })
+            .collect();
+        Ok(arrow::compute::filter_record_batch(batch, &mine)?)
     }
 }
 
 #[async_trait]
 impl Operator for WindowAggregate {
     async fn open(&mut self, restored: Option<OperatorState>) -> Result<()> {
+        let Some(state) = restored else {
+            return Ok(());
+        };
         let k = self.keys.len();
-        // How many state columns each aggregate has (asked of fresh accumulators: asking
-        // a loaded one would drain it).
-        let widths = self
-            .aggregates
-            .iter()
-            .map(|a| Ok(groups_accumulator(a)?.state(EmitTo::All)?.len()))
-            .collect::<Result<Vec<_>>>()?;
-        for batch in restored_batches(restored)? {
-            let ends = batch.column(k).as_primitive::<Int64Type>().clone();
-            let mut rows_of: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
-            for (r, end) in ends.values().iter().enumerate() {
-                rows_of.entry(*end).or_default().push(r as u32);
-            }
-            for (end, rows) in rows_of {
-                let part = arrow::compute::take_record_batch(&batch, &UInt32Array::from(rows))?;
-                if !self.windows.contains_key(&end) {
-                    let window = self.new_window()?;
-                    self.windows.insert(end, window);
+        for item in &state.items {
+            let groups = weir_state::keyed::item_key_groups(item, self.max_parallelism)?;
+            let owned =
+                self.key_groups.contains(groups.start()) && self.key_groups.contains(groups.end());
+            for mut batch in item_batches(&state, item)? {
+                if !owned {
+                    batch = self.own_rows(&batch)?;
                 }
-                let window = self.windows.get_mut(&end).expect("window");
-                let mut ids = Vec::new();
-                window.groups.intern(&part.columns()[..k], &mut ids)?;
-                let total = window.groups.len();
-                let mut col = k + 1;
-                for (acc, n) in window.accumulators.iter_mut().zip(&widths) {
-                    let n = *n;
-                    acc.merge_batch(&part.columns()[col..col + n], &ids, total)?;
-                    col += n;
+                // Rows by window: every restored row goes into its window's runs.
+                let ends = batch.column(k).as_primitive::<Int64Type>().clone();
+                let mut rows_of: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+                for (r, end) in ends.values().iter().enumerate() {
+                    rows_of.entry(*end).or_default().push(r as u32);
+                }
+                for (end, rows) in rows_of {
+                    let take = UInt32Array::from(rows);
+                    let part = arrow::compute::take_record_batch(&batch, &take)?;
+                    self.add_runs(end, &part)?;
                 }
             }
         }
@@ -272,7 +484,7 @@ impl Operator for WindowAggregate {
                 acc.update_batch(&values, &ids, filter.as_ref(), total)?;
             }
         }
-        Ok(())
+        self.relieve()
     }
 
     async fn process_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
@@ -290,10 +502,7 @@ impl Operator for WindowAggregate {
     }
 
     fn state_bytes(&self) -> usize {
-        self.windows
-            .values()
-            .map(|w| w.groups.size() + w.accumulators.iter().map(|a| a.size()).sum::<usize>())
-            .sum()
+        self.table_bytes() + self.runs.bytes().0 as usize
     }
 
     fn next_timer(&self) -> Option<i64> {
@@ -310,56 +519,34 @@ impl Operator for WindowAggregate {
     }
 
     fn snapshot_state(&mut self, _: CheckpointId) -> Result<OperatorState> {
-        let mut parts = Vec::new();
-        for (end, window) in self.windows.iter_mut() {
-            if window.groups.is_empty() {
-                continue;
+        let mut tables = Vec::new();
+        let ends: Vec<i64> = self.windows.keys().copied().collect();
+        for end in &ends {
+            // Taking the state empties the table: load it back.
+            let mut window = self.windows.remove(end).expect("window");
+            let state = self.take_state(*end, &mut window)?;
+            if let Some(state) = &state {
+                self.load(&mut window, state)?;
             }
-            // Emitting is destructive: take everything out, then load it back.
-            let keys = window.groups.emit(EmitTo::All)?;
-            let states = window
-                .accumulators
-                .iter_mut()
-                .map(|a| a.state(EmitTo::All))
-                .collect::<Result<Vec<_>, _>>()?;
-            // Some group-value tables keep their index after emitting: reset them.
-            window
-                .groups
-                .clear_shrink(keys.first().map_or(0, |k| k.len()));
-            let mut ids = Vec::new();
-            window.groups.intern(&keys, &mut ids)?;
-            let total = window.groups.len();
-            for (acc, state) in window.accumulators.iter_mut().zip(&states) {
-                acc.merge_batch(state, &ids, total)?;
-            }
-            let mut fields: Vec<Field> = self
-                .key_schema
-                .fields()
-                .iter()
-                .map(|f| f.as_ref().clone())
-                .collect();
-            let mut columns = keys;
-            fields.push(Field::new("__window_end_ms", DataType::Int64, false));
-            columns.push(Arc::new(arrow::array::Int64Array::from(vec![*end; total])));
-            for (a, state) in states.into_iter().enumerate() {
-                for (j, column) in state.into_iter().enumerate() {
-                    fields.push(Field::new(
-                        format!("__state_{a}_{j}"),
-                        column.data_type().clone(),
-                        true,
-                    ));
-                    columns.push(column);
-                }
-            }
-            parts.push(RecordBatch::try_new(
-                Arc::new(Schema::new(fields)),
-                columns,
-            )?);
+            self.windows.insert(*end, window);
+            tables.extend(state);
         }
-        let Some(first) = parts.first() else {
-            return Ok(OperatorState::new(StateDistribution::KeyGroups, Vec::new()));
-        };
-        let all = arrow::compute::concat_batches(&first.schema(), &parts)?;
-        keyed_state(&all, &self.partition, self.max_parallelism)
+        let mut state = OperatorState::new(StateDistribution::KeyGroups, Vec::new());
+        if let Some(first) = tables.first() {
+            let all = arrow::compute::concat_batches(&first.schema(), &tables)?;
+            keyed_items(&all, &self.partition, self.max_parallelism, &mut state)?;
+        }
+        let (first, last) = (self.key_groups.start, self.key_groups.end - 1);
+        for end in &ends {
+            let runs: Vec<usize> = self.windows[end].runs.iter().flatten().copied().collect();
+            for at in runs {
+                let payload = self.runs.payload(at)?;
+                let mut item = weir_state::keyed::key_groups_fields(first, last);
+                item["payload"] = state.add_disk_payload(payload);
+                item["run"] = true.into();
+                state.items.push(item);
+            }
+        }
+        Ok(state)
     }
 }

@@ -364,7 +364,8 @@ fn vectorized_aggregate_state_on_disk_is_exactly_once_under_sigkill() {
 /// A `TUMBLE` window aggregate over 30,000 keys whose state holds each key's longest
 /// string (755 characters): the first minute's window (seq 0..59999, two rows a key)
 /// holds ~24 MB of state, over 5 times a 4 MB budget; the second (seq 60000..89999)
-/// one row a key. Rows come at `${rate}` a second; event time is `seq` milliseconds.
+/// one row a key. Rows come at `${rate}` a second; event time is `seq` milliseconds,
+/// and the watermark `${delay}` seconds behind it.
 const WINDOWED: &str = "
 SET 'taskmanager.memory.managed.size' = '${budget}';
 SET 'io.tmp.dirs' = '${spill}';
@@ -372,7 +373,7 @@ CREATE TABLE src (
   seq BIGINT,
   k AS seq % 30000,
   ts AS TO_TIMESTAMP_LTZ(seq, 3),
-  WATERMARK FOR ts AS ts
+  WATERMARK FOR ts AS ts - INTERVAL '${delay}' SECOND
 ) WITH (
   'connector' = 'datagen', 'rows-per-second' = '${rate}',
   'fields.seq.kind' = 'sequence', 'fields.seq.start' = '0', 'fields.seq.end' = '89999'
@@ -386,11 +387,12 @@ FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
 GROUP BY k, window_start, window_end;
 ";
 
-fn windowed(dir: &std::path::Path, budget: &str, rate: u64) -> String {
+fn windowed(dir: &std::path::Path, budget: &str, rate: u64, delay: u64) -> String {
     let text = render(
         WINDOWED,
         &[
             ("budget", budget),
+            ("delay", &delay.to_string()),
             ("spill", dir.join("spill").to_str().unwrap()),
             ("out", dir.join("out").to_str().unwrap()),
             ("rate", &rate.to_string()),
@@ -427,7 +429,7 @@ const MOVING_WINDOWS: &str = "moving partial window aggregates";
 fn window_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
     for (budget, moves) in [("4 mb", true), ("1 gb", false)] {
         let tmp = tempfile::tempdir().unwrap();
-        let script = windowed(tmp.path(), budget, 50_000);
+        let script = windowed(tmp.path(), budget, 50_000, 0);
         let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
         let mut rows = committed_lines(&tmp.path().join("out"));
         rows.sort();
@@ -447,15 +449,77 @@ fn window_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_sam
     }
 }
 
-/// The same window aggregate under SIGKILLs, restored at parallelism 2, 3 and 1 in turn:
-/// each restore puts the window's state into runs under the budget (keeping the rows of
-/// its own key groups), and every row is committed exactly once.
+/// Completed checkpoints under `chk` (`chk-N` folders with their `_metadata`) whose
+/// window aggregate state holds runs.
+fn checkpoints_with_runs(chk: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for job in std::fs::read_dir(chk).into_iter().flatten().flatten() {
+        for c in std::fs::read_dir(job.path()).into_iter().flatten().flatten() {
+            let dir = c.path();
+            if !dir.join("_metadata").exists() {
+                continue;
+            }
+            let runs = std::fs::read_dir(&dir).into_iter().flatten().flatten().any(|f| {
+                let name = f.file_name().to_string_lossy().into_owned();
+                let bytes = std::fs::read(f.path()).unwrap_or_default();
+                name.contains("window_aggregate")
+                    && bytes.windows(10).any(|w| w == b"\"run\":true")
+            });
+            if runs {
+                found.push(dir);
+            }
+        }
+    }
+    found
+}
+
+/// The same window aggregate killed (SIGKILL) at parallelism 2 once a checkpoint holds
+/// runs, restored at parallelism 3 and killed once one of its own checkpoints does,
+/// then restored at parallelism 1 to the end: each restore puts the state into runs
+/// under the budget, keeping the rows of its own key groups (a run of one subtask at 2
+/// holds key groups of two subtasks at 3), and every row is committed exactly once.
 #[test]
-fn window_aggregate_state_on_disk_is_exactly_once_under_sigkill_and_rescaling() {
+fn window_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
     let tmp = tempfile::tempdir().unwrap();
-    let script = windowed(tmp.path(), "4 mb", 12_000);
-    let (_, lines) = crate::crash::committed_after_kills_at(tmp.path(), &script, &["2", "3", "1"], 6, 41);
-    let mut rows = lines;
+    // Splits restored into fewer subtasks emit at their own pace, each a few thousand
+    // rows (milliseconds) apart: with the watermark 40 s behind, both windows stay open
+    // to the end and no row is late.
+    let script = windowed(tmp.path(), "4 mb", 12_000, 40);
+    let chk = tmp.path().join("chk");
+    let args = |p: &'static str| {
+        let mut args = vec![
+            script.clone(),
+            "--checkpoint-dir".into(),
+            chk.to_str().unwrap().to_string(),
+            "--checkpoint-interval".into(),
+            "150 ms".into(),
+            "-p".into(),
+            p.into(),
+        ];
+        if p != "2" {
+            args.extend(["--restore".into(), "latest".into()]);
+        }
+        args
+    };
+    for p in ["2", "3"] {
+        let before = checkpoints_with_runs(&chk);
+        let args = args(p);
+        let mut child = spawn(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+        let started = std::time::Instant::now();
+        while checkpoints_with_runs(&chk).iter().all(|c| before.contains(c)) {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the job ended at parallelism {p} before a checkpoint held runs"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(120));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let args = args("1");
+    run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut rows = committed_lines(&tmp.path().join("out"));
     rows.sort();
     assert_eq!(rows, windowed_result());
 }

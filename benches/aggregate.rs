@@ -5,7 +5,9 @@
 //! rows out) and the ratio of the two wall times.
 //!
 //! `cargo bench --bench aggregate` (profile `bench`); `WEIR_BENCH_ROWS` changes the row
-//! count (default 10 000 000), `WEIR_BENCH_GROUPS` the auctions (default 10 000).
+//! count (default 10 000 000), `WEIR_BENCH_GROUPS` the auctions (default 10 000),
+//! `WEIR_BENCH_BUDGET` sets `taskmanager.memory.managed.size` (e.g. `16 mb`, to measure
+//! state moving to disk).
 
 use std::process::Command;
 use std::time::Instant;
@@ -51,7 +53,10 @@ fn main() {
         let table = TABLE
             .replace("${rows}", &rows.to_string())
             .replace("${max}", &(groups - 1).to_string());
-        std::fs::write(&script, format!("{table}{query}")).unwrap();
+        let budget = std::env::var("WEIR_BENCH_BUDGET")
+            .map(|b| format!("SET 'taskmanager.memory.managed.size' = '{b}';\n"))
+            .unwrap_or_default();
+        std::fs::write(&script, format!("{budget}{table}{query}")).unwrap();
         let started = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["run", script.to_str().unwrap(), "-p", "2"])

@@ -414,7 +414,12 @@ fn windowed_result() -> Vec<String> {
         )
     };
     let mut rows: Vec<String> = (0..30_000i64)
-        .flat_map(|k| [row(k, "0:00", &[k, k + 30_000]), row(k, "1:00", &[k + 60_000])])
+        .flat_map(|k| {
+            [
+                row(k, "0:00", &[k, k + 30_000]),
+                row(k, "1:00", &[k + 60_000]),
+            ]
+        })
         .collect();
     rows.sort();
     rows
@@ -434,7 +439,11 @@ fn window_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_sam
         let mut rows = committed_lines(&tmp.path().join("out"));
         rows.sort();
         assert_eq!(rows, windowed_result(), "under {budget}");
-        assert_eq!(log.contains(MOVING_WINDOWS), moves, "under {budget}:\n{log}");
+        assert_eq!(
+            log.contains(MOVING_WINDOWS),
+            moves,
+            "under {budget}:\n{log}"
+        );
         if moves {
             let state = crate::state::checkpoint_sizes(&log)
                 .iter()
@@ -454,17 +463,25 @@ fn window_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_sam
 fn checkpoints_with_runs(chk: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     for job in std::fs::read_dir(chk).into_iter().flatten().flatten() {
-        for c in std::fs::read_dir(job.path()).into_iter().flatten().flatten() {
+        for c in std::fs::read_dir(job.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let dir = c.path();
             if !dir.join("_metadata").exists() {
                 continue;
             }
-            let runs = std::fs::read_dir(&dir).into_iter().flatten().flatten().any(|f| {
-                let name = f.file_name().to_string_lossy().into_owned();
-                let bytes = std::fs::read(f.path()).unwrap_or_default();
-                name.contains("window_aggregate")
-                    && bytes.windows(10).any(|w| w == b"\"run\":true")
-            });
+            let runs = std::fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|f| {
+                    let name = f.file_name().to_string_lossy().into_owned();
+                    let bytes = std::fs::read(f.path()).unwrap_or_default();
+                    name.contains("window_aggregate")
+                        && bytes.windows(10).any(|w| w == b"\"run\":true")
+                });
             if runs {
                 found.push(dir);
             }
@@ -506,7 +523,10 @@ fn window_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
         let args = args(p);
         let mut child = spawn(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
         let started = std::time::Instant::now();
-        while checkpoints_with_runs(&chk).iter().all(|c| before.contains(c)) {
+        while checkpoints_with_runs(&chk)
+            .iter()
+            .all(|c| before.contains(c))
+        {
             assert!(
                 child.try_wait().unwrap().is_none(),
                 "the job ended at parallelism {p} before a checkpoint held runs"

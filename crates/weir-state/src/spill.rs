@@ -351,9 +351,9 @@ impl BatchStore {
     /// it; a batch in memory is encoded.
     pub fn payload(&mut self, b: usize) -> Result<DiskPayload> {
         match &mut self.slots[b] {
-            Slot::Memory { batch, .. } => Ok(DiskPayload::in_memory(
-                crate::keyed::encode_batch(batch)?,
-            )),
+            Slot::Memory { batch, .. } => {
+                Ok(DiskPayload::in_memory(crate::keyed::encode_batch(batch)?))
+            }
             Slot::Disk {
                 segment,
                 at,

@@ -238,16 +238,33 @@ FROM keyed GROUP BY k;
 ";
 
 fn returning_keys(dir: &std::path::Path, query: &str, budget: &str, rate: u64) -> String {
-    let text = render(
+    budget_job(
+        dir,
         &RETURNING_KEYS.replace("${query}", query),
-        &[
-            ("budget", budget),
-            ("spill", dir.join("spill").to_str().unwrap()),
-            ("out", dir.join("out").to_str().unwrap()),
-            ("rate", &rate.to_string()),
-        ],
-    );
-    write_script(dir, "job.sql", &text)
+        budget,
+        rate,
+        &[],
+    )
+}
+
+/// `template` written as `dir/job.sql` (returned) with its `${budget}` and `${rate}`, and
+/// `${spill}` and `${out}` folders in `dir`, and `vars`.
+fn budget_job(
+    dir: &std::path::Path,
+    template: &str,
+    budget: &str,
+    rate: u64,
+    vars: &[(&str, &str)],
+) -> String {
+    let mut all = vec![
+        ("budget", budget.to_string()),
+        ("spill", dir.join("spill").to_str().unwrap().to_string()),
+        ("out", dir.join("out").to_str().unwrap().to_string()),
+        ("rate", rate.to_string()),
+    ];
+    all.extend(vars.iter().map(|(k, v)| (*k, v.to_string())));
+    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    write_script(dir, "job.sql", &render(template, &all))
         .to_str()
         .unwrap()
         .to_string()
@@ -388,20 +405,13 @@ GROUP BY k, window_start, window_end;
 ";
 
 fn windowed(dir: &std::path::Path, budget: &str, rate: u64, delay: u64) -> String {
-    let text = render(
+    budget_job(
+        dir,
         WINDOWED,
-        &[
-            ("budget", budget),
-            ("delay", &delay.to_string()),
-            ("spill", dir.join("spill").to_str().unwrap()),
-            ("out", dir.join("out").to_str().unwrap()),
-            ("rate", &rate.to_string()),
-        ],
-    );
-    write_script(dir, "job.sql", &text)
-        .to_str()
-        .unwrap()
-        .to_string()
+        budget,
+        rate,
+        &[("delay", &delay.to_string())],
+    )
 }
 
 /// The rows of [`WINDOWED`], sorted, worked out from the generator.

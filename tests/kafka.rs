@@ -4,10 +4,13 @@
 //! storage and stopped when the test process ends. Without the binary the Kafka tests
 //! skip loudly — except in CI (`CI` set), where they fail.
 //!
-//! Tansu 0.6 answers a "latest offset" request with the base offset of a partition's
-//! last record batch plus one, not with the offset after its last record (fetching is
-//! right). The tests' producer therefore writes one record per batch, so that both agree
-//! and bounded reads (`scan.bounded.mode` = `latest-offset`) see every record.
+//! Tansu 0.6 answers a "latest offset" request with the base offset of the partition's
+//! most recently *stored* record batch plus one, and an "earliest offset" request with
+//! the base offset of its first stored batch (fetching is right). The tests' producer
+//! therefore writes one record per batch, so that a bounded read (`scan.bounded.mode` =
+//! `latest-offset`) stops after the last record; a partition written by two producers
+//! at once may store its batches out of offset order, which the test writing that way
+//! makes up for (Weir's earliest reads start at offset 0 and do not ask).
 
 use crate::common::*;
 use rdkafka::ClientConfig;
@@ -479,7 +482,12 @@ fn at_least_once_sink_loses_nothing_under_sigkill() {
         11,
     );
     assert!(kills >= 6, "only {kills} kills");
-    let expected: Vec<i64> = (1..=rows).collect();
+    // Two producers (one a subtask) wrote each partition at once, so Tansu may have
+    // stored its last batch before the one before (see the module docs): one more record
+    // a partition, id 0, written after them, makes its latest offset the end again.
+    let marker = r#"{"id":0,"tag":"x0"}"#.to_string();
+    b.produce("alo", 2, &[marker.clone(), marker]);
+    let expected: Vec<i64> = (0..=rows).collect();
     // At least once: duplicates allowed, every id there.
     let ids = |values: Vec<String>| -> Vec<i64> {
         let mut ids = tagged_ids(&values);
@@ -508,8 +516,9 @@ fn at_least_once_sink_loses_nothing_under_sigkill() {
     let s = write_script(tmp.path(), "read.sql", &read);
     run_ok(&[s.to_str().unwrap(), "-p", "2"]);
     let seen = ids(committed_lines(&out));
-    // Weir's read has lost a message now and then (three times so far, the first of its
-    // partition twice): name the records it lost, with their partitions and offsets.
+    // Weir's read once lost a message now and then (the first of its partition, when
+    // Tansu's earliest offset was 1): name the records it lost, with their partitions
+    // and offsets.
     let lost: Vec<&serde_json::Value> = (records.iter())
         .filter(|r| {
             let value = r["value"].as_str().unwrap_or("{}");

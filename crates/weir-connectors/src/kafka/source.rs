@@ -46,6 +46,9 @@ const MAX_BATCH_MESSAGES: usize = 8192;
 const FETCH_QUEUE_BACKOFF_MS: u64 = 10;
 /// How long an idle source waits before polling librdkafka's queue again.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
+/// Where an earliest read starts: the first offset a partition can have (see
+/// `Shared::resolve`).
+const LOG_START: i64 = 0;
 
 type PartitionId = (String, i32);
 
@@ -141,6 +144,19 @@ impl KafkaSourceFactory {
                 }
             },
         };
+        // An offset out of the partition's range (deleted by the topic's retention, or an
+        // earliest read's start below the log start) is reset as the startup mode says,
+        // as Flink's source sets `auto.offset.reset`: to the log start for
+        // `earliest-offset` and `specific-offsets`, to the end for `latest-offset` and
+        // `timestamp`, as `properties.auto.offset.reset` says for `group-offsets`.
+        // (librdkafka's own default is the end, which skips a trimmed partition's data.)
+        let reset = match (&startup, reset_to_earliest) {
+            (Position::Earliest | Position::Specific(_), _) => "earliest",
+            (Position::Latest | Position::Timestamp(_), _) => "latest",
+            (Position::GroupOffsets, Some(true)) => "earliest",
+            (Position::GroupOffsets, Some(false)) => "latest",
+            (Position::GroupOffsets, None) => "error",
+        };
         let discovery = match options.get("scan.topic-partition-discovery.interval") {
             None => Some(Duration::from_secs(300)),
             Some(_) => options
@@ -172,7 +188,8 @@ impl KafkaSourceFactory {
         config
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "true");
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", reset);
         if options.get("properties.fetch.queue.backoff.ms").is_none() {
             // Once a partition's prefetch queue holds `queued.min.messages` (100 000),
             // librdkafka waits this long before fetching it again: 1 s by default, during
@@ -287,6 +304,13 @@ impl Shared {
     /// Resolves `position` to an offset of every partition in `parts` (blocking).
     /// `bound`: unlisted specific partitions end at the latest offset instead of
     /// starting at the earliest.
+    ///
+    /// The earliest offset is [`LOG_START`], not the broker's answer: a read from there
+    /// below a trimmed partition's log start is moved up to it by the consumer
+    /// (`auto.offset.reset` = `earliest`, set for every mode that starts there). A broker
+    /// may answer wrongly: Tansu 0.6 gives the offset of the partition's first *stored*
+    /// batch, and two producers writing a partition at once can store offset 1 before
+    /// offset 0, which a read from its answer then lost.
     fn resolve(
         &self,
         consumer: &BaseConsumer,
@@ -314,11 +338,7 @@ impl Shared {
         };
         let mut out = Vec::with_capacity(parts.len());
         match position {
-            Position::Earliest => {
-                for part in parts {
-                    out.push(watermarks(part)?.0);
-                }
-            }
+            Position::Earliest => out.resize(parts.len(), LOG_START),
             Position::Latest => {
                 for part in parts {
                     out.push(watermarks(part)?.1);
@@ -329,7 +349,7 @@ impl Shared {
                     out.push(match offsets.get(&part.1) {
                         Some(o) => *o,
                         None if bound => watermarks(part)?.1,
-                        None => watermarks(part)?.0,
+                        None => LOG_START,
                     });
                 }
             }
@@ -354,7 +374,7 @@ impl Shared {
                 for part in parts {
                     out.push(match (found(&tpl, part), self.reset_to_earliest) {
                         (Offset::Offset(o), _) => o,
-                        (_, Some(true)) => watermarks(part)?.0,
+                        (_, Some(true)) => LOG_START,
                         (_, Some(false)) => watermarks(part)?.1,
                         (_, None) => {
                             return Err(Error::input(format!(

@@ -435,6 +435,36 @@ fn windowed_result() -> Vec<String> {
     rows
 }
 
+/// Asserts that `rows` are `expected` (both sorted), naming how many rows are lost and
+/// how many are extra (duplicated or wrong), with a few of each.
+fn assert_rows(rows: &[String], expected: &[String], what: &str) {
+    let mut counts: std::collections::BTreeMap<&str, i64> = Default::default();
+    for r in expected {
+        *counts.entry(r).or_default() += 1;
+    }
+    for r in rows {
+        *counts.entry(r).or_default() -= 1;
+    }
+    let lost: Vec<&str> = (counts.iter())
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, _)| *r)
+        .collect();
+    let extra: Vec<&str> = (counts.iter())
+        .filter(|(_, n)| **n < 0)
+        .map(|(r, _)| *r)
+        .collect();
+    assert!(
+        lost.is_empty() && extra.is_empty(),
+        "{what}: {} rows of {} committed; {} lost (e.g. {:?}), {} extra (e.g. {:?})",
+        rows.len(),
+        expected.len(),
+        lost.len(),
+        &lost[..lost.len().min(3)],
+        extra.len(),
+        &extra[..extra.len().min(3)],
+    );
+}
+
 const MOVING_WINDOWS: &str = "moving partial window aggregates";
 
 /// Under a 4 MB budget the window's partial states move to disk in runs, merged a
@@ -446,9 +476,8 @@ fn window_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_sam
         let tmp = tempfile::tempdir().unwrap();
         let script = windowed(tmp.path(), budget, 50_000, 0);
         let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
-        let mut rows = committed_lines(&tmp.path().join("out"));
-        rows.sort();
-        assert_eq!(rows, windowed_result(), "under {budget}");
+        let rows = committed_lines(&tmp.path().join("out"));
+        assert_rows(&rows, &windowed_result(), &format!("under {budget}"));
         assert_eq!(
             log.contains(MOVING_WINDOWS),
             moves,
@@ -510,8 +539,9 @@ fn window_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
     let tmp = tempfile::tempdir().unwrap();
     // Splits restored into fewer subtasks emit at their own pace, each a few thousand
     // rows (milliseconds) apart: with the watermark 40 s behind, both windows stay open
-    // to the end and no row is late.
-    let script = windowed(tmp.path(), "4 mb", 12_000, 40);
+    // to the end and no row is late. At 8,000 rows a second each run lasts long enough
+    // for a checkpoint to complete on a busy machine.
+    let script = windowed(tmp.path(), "4 mb", 8_000, 40);
     let chk = tmp.path().join("chk");
     let args = |p: &'static str| {
         let mut args = vec![
@@ -549,7 +579,172 @@ fn window_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
     }
     let args = args("1");
     run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut rows = committed_lines(&tmp.path().join("out"));
+    let rows = committed_lines(&tmp.path().join("out"));
+    assert_rows(&rows, &windowed_result(), "restored at 3, then 1");
+}
+
+/// A session window aggregate (gap 25 s) whose state holds each session's longest string
+/// (1,505 characters). Event time is `seq` milliseconds, the watermark `${delay}` seconds
+/// behind. Even rows go to 10,000 keys with a row every 20 s: one session each, open to
+/// the end, whose rows keep coming back to it. Odd rows go to 30,000 keys with a row every
+/// 60 s: sessions of one row, which the watermark closes during the run. About 22,500
+/// sessions are open at once (~35 MB), over 5 times a 4 MB budget.
+const SESSIONS: &str = "
+SET 'taskmanager.memory.managed.size' = '${budget}';
+SET 'io.tmp.dirs' = '${spill}';
+CREATE TABLE src (
+  seq BIGINT,
+  k AS CASE WHEN seq % 2 = 0 THEN seq % 20000 ELSE seq % 60000 END,
+  ts AS TO_TIMESTAMP_LTZ(seq, 3),
+  WATERMARK FOR ts AS ts - INTERVAL '${delay}' SECOND
+) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '${rate}',
+  'fields.seq.kind' = 'sequence', 'fields.seq.start' = '0', 'fields.seq.end' = '89999'
+);
+CREATE TABLE out (k BIGINT, first BIGINT, n BIGINT, total BIGINT, longest INT)
+  WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'json');
+INSERT INTO out
+SELECT k, MIN(seq), COUNT(*), SUM(seq),
+       CHAR_LENGTH(MAX(CONCAT(REPEAT('x', 1500), CAST(seq AS STRING))))
+FROM src GROUP BY k, SESSION(ts, INTERVAL '25' SECOND);
+";
+
+fn sessions(dir: &std::path::Path, budget: &str, rate: u64, delay: u64) -> String {
+    budget_job(
+        dir,
+        SESSIONS,
+        budget,
+        rate,
+        &[("delay", &delay.to_string())],
+    )
+}
+
+/// The rows of [`SESSIONS`], sorted, worked out from the generator: a key's rows less
+/// than the 25 s gap apart are one session.
+fn sessions_result() -> Vec<String> {
+    let mut by_key: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    for seq in 0..90_000i64 {
+        let k = if seq % 2 == 0 {
+            seq % 20_000
+        } else {
+            seq % 60_000
+        };
+        by_key.entry(k).or_default().push(seq);
+    }
+    let row = |k: i64, seqs: &[i64]| {
+        let (n, total) = (seqs.len(), seqs.iter().sum::<i64>());
+        let longest = 1500 + seqs.iter().map(|s| s.to_string()).max().unwrap().len();
+        let first = seqs[0];
+        format!("{{\"k\":{k},\"first\":{first},\"n\":{n},\"total\":{total},\"longest\":{longest}}}")
+    };
+    let mut rows = Vec::new();
+    for (k, seqs) in by_key {
+        let mut session = vec![seqs[0]];
+        for seq in &seqs[1..] {
+            if seq - session.last().unwrap() >= 25_000 {
+                rows.push(row(k, &session));
+                session.clear();
+            }
+            session.push(*seq);
+        }
+        rows.push(row(k, &session));
+    }
     rows.sort();
-    assert_eq!(rows, windowed_result());
+    rows
+}
+
+/// Under a 4 MB budget, the session aggregate moves the sessions of the keys that least
+/// recently had rows to disk; rows of those keys and the watermark take them back (its
+/// checkpoints read them there), and its rows are those of the query. Under 1 GB nothing
+/// moves.
+#[test]
+fn session_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
+    let expected = sessions_result();
+    assert_eq!(expected.len(), 10_000 + 30_000 + 15_000);
+    for (budget, moves) in [("4 mb", true), ("1 gb", false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let script = sessions(tmp.path(), budget, 50_000, 0);
+        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
+        let rows = committed_lines(&tmp.path().join("out"));
+        assert_rows(&rows, &expected, &format!("under {budget}"));
+        assert_eq!(log.contains(MOVING_KEYS), moves, "under {budget}:\n{log}");
+        if moves {
+            let state = crate::state::checkpoint_sizes(&log)
+                .iter()
+                .map(|(state, _)| *state)
+                .max()
+                .unwrap_or(0);
+            assert!(
+                state > 5 * (4 << 20),
+                "the state ({state} bytes) is not 5 times the budget"
+            );
+        }
+    }
+}
+
+/// The same session aggregate killed (SIGKILL) at parallelism 2 once a checkpoint
+/// completed after sessions moved to disk, restored at parallelism 3 and killed likewise,
+/// then restored at parallelism 1 to the end: every session is committed exactly once.
+#[test]
+fn session_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
+    let tmp = tempfile::tempdir().unwrap();
+    // As in the window test: restored splits emit at their own pace, and the watermark
+    // 40 s behind keeps every row on time.
+    let script = sessions(tmp.path(), "4 mb", 8_000, 40);
+    let chk = tmp.path().join("chk");
+    for p in ["2", "3"] {
+        let log_path = tmp.path().join(format!("log-{p}"));
+        let mut args = vec![
+            "run",
+            "--quiet",
+            &script,
+            "--checkpoint-dir",
+            chk.to_str().unwrap(),
+            "--checkpoint-interval",
+            "150 ms",
+            "-p",
+            p,
+        ];
+        if p != "2" {
+            args.extend(["--restore", "latest"]);
+        }
+        let mut child = weir()
+            .env("WEIR_LOG", "info")
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log_path).unwrap())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        // A checkpoint completed after keys moved to disk.
+        let moved_then_checkpointed = || {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            log.find(MOVING_KEYS)
+                .is_some_and(|at| !crate::state::checkpoint_sizes(&log[at..]).is_empty())
+        };
+        while !moved_then_checkpointed() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the job ended at parallelism {p} before a checkpoint held sessions on disk:\n{}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(120));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    run_ok(&[
+        &script,
+        "--checkpoint-dir",
+        chk.to_str().unwrap(),
+        "--checkpoint-interval",
+        "150 ms",
+        "-p",
+        "1",
+        "--restore",
+        "latest",
+    ]);
+    let rows = committed_lines(&tmp.path().join("out"));
+    assert_rows(&rows, &sessions_result(), "restored at 3, then 1");
 }

@@ -343,6 +343,7 @@ pub async fn compile_into(
                     aggregates: aggregates.clone(),
                     input_schema: plan.output_schema(*input),
                     schema: schema.clone(),
+                    state_memory: state.memory.clone(),
                 };
                 let partition = factory.partition_keys();
                 keyed_vertex(

@@ -313,6 +313,17 @@ impl ColdEntries {
         Ok(Some((value.to_vec(), loc.stamp)))
     }
 
+    /// Takes the entry under `hash` out (there is one at most): its key and its value.
+    pub fn take_by_hash(&mut self, hash: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some(loc) = self.index.get(&hash).copied() else {
+            return Ok(None);
+        };
+        let bytes = self.read(loc)?;
+        self.forget(hash, loc)?;
+        let (key, value) = split(&bytes)?;
+        Ok(Some((key.to_vec(), value.to_vec())))
+    }
+
     fn forget(&mut self, hash: u64, loc: Loc) -> Result<()> {
         self.index.remove(&hash);
         self.live -= u64::from(loc.len);
@@ -465,6 +476,12 @@ mod tests {
             Some((key.to_vec(), value(9)))
         );
         assert_eq!(cold.hashes().count(), 19_999);
+        let key = 11u64.to_le_bytes();
+        assert_eq!(
+            cold.take_by_hash(hash(&key)).unwrap(),
+            Some((key.to_vec(), value(11)))
+        );
+        assert_eq!(cold.take_by_hash(hash(&key)).unwrap(), None, "taken once");
         // Another key under a taken hash is not found.
         assert_eq!(cold.get(hash(&8u64.to_le_bytes()), &key).unwrap(), None);
         let mut seen = 0;
@@ -475,8 +492,8 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert_eq!(seen, 19_999);
-        assert_eq!(cold.expire(10_000).unwrap(), 9_999);
+        assert_eq!(seen, 19_998);
+        assert_eq!(cold.expire(10_000).unwrap(), 9_998);
         assert_eq!(cold.len(), 10_000);
         let key = 12_345u64.to_le_bytes();
         assert_eq!(

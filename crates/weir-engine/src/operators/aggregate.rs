@@ -223,44 +223,9 @@ pub fn restore_accumulators(
     Ok(accumulators)
 }
 
-/// A keyed snapshot of accumulator groups: their key columns (`keys` of `input`; one
-/// constant column for a global aggregate), then `extra` columns, then the accumulators'
-/// states, one row per group, split by key group.
-#[allow(clippy::too_many_arguments)]
-pub fn keyed_snapshot<'a>(
-    input: &arrow::datatypes::Schema,
-    keys: &[usize],
-    key_columns: Vec<ArrayRef>,
-    extra: Vec<(Field, ArrayRef)>,
-    aggregates: &[AggregateSpec],
-    accumulators: impl Iterator<Item = &'a mut Accumulators>,
-    max_parallelism: usize,
-) -> Result<weir_runtime::OperatorState> {
-    let columns = extra
-        .into_iter()
-        .chain(state_columns(aggregates, false, accumulators)?)
-        .collect();
-    keyed_columns_snapshot(input, keys, key_columns, columns, max_parallelism)
-}
-
 /// The name of the `f`th state column of a snapshot (counting over every aggregate).
 pub fn state_field(f: usize, data_type: &DataType) -> Field {
     Field::new(format!("__state_{f}"), data_type.clone(), true)
-}
-
-/// A keyed snapshot of groups: their key columns (as in [`keyed_snapshot`]), then
-/// `columns`, one row per group, split by key group.
-pub fn keyed_columns_snapshot(
-    input: &arrow::datatypes::Schema,
-    keys: &[usize],
-    key_columns: Vec<ArrayRef>,
-    columns: Vec<(Field, ArrayRef)>,
-    max_parallelism: usize,
-) -> Result<weir_runtime::OperatorState> {
-    let all = keyed_columns_batch(input, keys, key_columns, columns)?;
-    // A global aggregate's rows all hash as "no key" in the exchange; so must its state.
-    let hashed: Vec<usize> = (0..keys.len()).collect();
-    super::state::keyed_state(&all, &hashed, max_parallelism)
 }
 
 /// One batch of the key columns `key_columns` (of columns `keys` of `input`; one constant
@@ -289,4 +254,21 @@ pub fn keyed_columns_batch(
         Arc::new(arrow::datatypes::Schema::new(fields)),
         all_columns,
     )?)
+}
+
+/// The row format of the snapshot rows (of groups or sessions) of `schema`, to move them to disk
+/// ([`weir_state::cold`]); `None`, said in the log, when it does not take their types.
+pub fn state_row_format(
+    schema: arrow::datatypes::SchemaRef,
+) -> Option<(arrow::datatypes::SchemaRef, arrow::row::RowConverter)> {
+    let fields = (schema.fields().iter())
+        .map(|f| arrow::row::SortField::new(f.data_type().clone()))
+        .collect();
+    match arrow::row::RowConverter::new(fields) {
+        Ok(converter) => Some((schema, converter)),
+        Err(e) => {
+            tracing::warn!("the state of this aggregate cannot move to disk: {e}");
+            None
+        }
+    }
 }

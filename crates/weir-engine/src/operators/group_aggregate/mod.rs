@@ -92,21 +92,6 @@ fn output_keys(
         .collect::<Result<Vec<_>, _>>()?)
 }
 
-/// The row format of groups' snapshot rows of `schema`, to move them to disk
-/// ([`weir_state::cold`]); `None`, said in the log, when it does not take their types.
-fn state_row_format(schema: SchemaRef) -> Option<(SchemaRef, arrow::row::RowConverter)> {
-    let fields = (schema.fields().iter())
-        .map(|f| arrow::row::SortField::new(f.data_type().clone()))
-        .collect();
-    match arrow::row::RowConverter::new(fields) {
-        Ok(converter) => Some((schema, converter)),
-        Err(e) => {
-            tracing::warn!("groups of this aggregate cannot move to disk: {e}");
-            None
-        }
-    }
-}
-
 /// Groups' snapshot rows read from disk ([`weir_state::cold`]), in the row format
 /// `codec` (whose schema is theirs).
 fn from_disk(

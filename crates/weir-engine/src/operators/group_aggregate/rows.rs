@@ -199,7 +199,9 @@ impl GroupAggregate {
         self.hot_bytes -= moving.iter().map(|(_, bytes)| bytes).sum::<u64>();
         let batch = state_batch(&self.layout(), &mut taken)?;
         if self.cold_rows.is_none() {
-            self.cold_rows = Some(super::state_row_format(batch.schema()));
+            self.cold_rows = Some(crate::operators::aggregate::state_row_format(
+                batch.schema(),
+            ));
         }
         let Some(Some((_, codec))) = &self.cold_rows else {
             // A state type the row format does not take: the groups stay.

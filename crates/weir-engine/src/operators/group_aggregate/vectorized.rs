@@ -367,7 +367,9 @@ impl VectorizedGroupAggregate {
         let keys = self.groups.emit(EmitTo::All)?;
         let batch = self.rows_of(&keys, &moving)?;
         if self.cold_rows.is_none() {
-            self.cold_rows = Some(super::state_row_format(batch.schema()));
+            self.cold_rows = Some(crate::operators::aggregate::state_row_format(
+                batch.schema(),
+            ));
         }
         let mut stays = vec![true; n];
         if let Some(Some((_, codec))) = &self.cold_rows {

@@ -682,22 +682,17 @@ fn session_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_sa
     }
 }
 
-/// The same session aggregate killed (SIGKILL) at parallelism 2 once a checkpoint
-/// completed after sessions moved to disk, restored at parallelism 3 and killed likewise,
-/// then restored at parallelism 1 to the end: every session is committed exactly once.
-#[test]
-fn session_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
-    let tmp = tempfile::tempdir().unwrap();
-    // As in the window test: restored splits emit at their own pace, and the watermark
-    // 40 s behind keeps every row on time.
-    let script = sessions(tmp.path(), "4 mb", 8_000, 40);
-    let chk = tmp.path().join("chk");
+/// Runs `script` (checkpoints every 150 ms under `chk`, logs into `dir`) at parallelism
+/// 2 and kills it (SIGKILL) once a checkpoint completed after keys moved to disk, restores
+/// it at parallelism 3 and kills it likewise, then restores it at parallelism 1 to the end.
+fn kill_once_keys_moved_then_rescale(script: &str, dir: &std::path::Path) {
+    let chk = dir.join("chk");
     for p in ["2", "3"] {
-        let log_path = tmp.path().join(format!("log-{p}"));
+        let log_path = dir.join(format!("log-{p}"));
         let mut args = vec![
             "run",
             "--quiet",
-            &script,
+            script,
             "--checkpoint-dir",
             chk.to_str().unwrap(),
             "--checkpoint-interval",
@@ -725,7 +720,7 @@ fn session_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
         while !moved_then_checkpointed() {
             assert!(
                 child.try_wait().unwrap().is_none(),
-                "the job ended at parallelism {p} before a checkpoint held sessions on disk:\n{}",
+                "the job ended at parallelism {p} before a checkpoint held keys on disk:\n{}",
                 std::fs::read_to_string(&log_path).unwrap_or_default()
             );
             assert!(started.elapsed() < std::time::Duration::from_secs(120));
@@ -735,7 +730,7 @@ fn session_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
         child.wait().unwrap();
     }
     run_ok(&[
-        &script,
+        script,
         "--checkpoint-dir",
         chk.to_str().unwrap(),
         "--checkpoint-interval",
@@ -745,6 +740,115 @@ fn session_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
         "--restore",
         "latest",
     ]);
+}
+
+/// The same session aggregate killed (SIGKILL) at parallelism 2 once a checkpoint
+/// completed after sessions moved to disk, restored at parallelism 3 and killed likewise,
+/// then restored at parallelism 1 to the end: every session is committed exactly once.
+#[test]
+fn session_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
+    let tmp = tempfile::tempdir().unwrap();
+    // As in the window test: restored splits emit at their own pace, and the watermark
+    // 40 s behind keeps every row on time.
+    let script = sessions(tmp.path(), "4 mb", 8_000, 40);
+    kill_once_keys_moved_then_rescale(&script, tmp.path());
     let rows = committed_lines(&tmp.path().join("out"));
     assert_rows(&rows, &sessions_result(), "restored at 3, then 1");
+}
+
+/// A window Top-2 per key over `TUMBLE` windows of a minute, whose rows carry 750
+/// characters: the first window (seq 0..59999) keeps two rows for each of 30,000 keys
+/// (~48 MB), over 5 times a 4 MB budget; the second (seq 60000..89999) one. Event time
+/// is `seq` milliseconds, the watermark `${delay}` seconds behind.
+const WINDOW_TOP_2: &str = "
+SET 'taskmanager.memory.managed.size' = '${budget}';
+SET 'io.tmp.dirs' = '${spill}';
+CREATE TABLE src (
+  seq BIGINT,
+  k AS seq % 30000,
+  score AS seq * 7919 % 1000003,
+  pad AS REPEAT('x', 750),
+  ts AS TO_TIMESTAMP_LTZ(seq, 3),
+  WATERMARK FOR ts AS ts - INTERVAL '${delay}' SECOND
+) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '${rate}',
+  'fields.seq.kind' = 'sequence', 'fields.seq.start' = '0', 'fields.seq.end' = '89999'
+);
+CREATE TABLE out (k BIGINT, seq BIGINT, rn BIGINT, pad INT)
+  WITH ('connector' = 'filesystem', 'path' = '${out}', 'format' = 'json');
+INSERT INTO out
+SELECT k, seq, rn, CHAR_LENGTH(pad) FROM (
+  SELECT *,
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY score DESC) AS rn
+  FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+) WHERE rn <= 2;
+";
+
+fn window_top_2(dir: &std::path::Path, budget: &str, rate: u64, delay: u64) -> String {
+    budget_job(
+        dir,
+        WINDOW_TOP_2,
+        budget,
+        rate,
+        &[("delay", &delay.to_string())],
+    )
+}
+
+/// The rows of [`WINDOW_TOP_2`], sorted, worked out from the generator.
+fn window_top_2_result() -> Vec<String> {
+    let mut rows = Vec::new();
+    for k in 0..30_000i64 {
+        let mut first = vec![k, k + 30_000];
+        first.sort_by_key(|seq| std::cmp::Reverse(seq * 7919 % 1_000_003));
+        for seqs in [first, vec![k + 60_000]] {
+            for (r, seq) in seqs.into_iter().enumerate() {
+                let rn = r + 1;
+                rows.push(format!(
+                    "{{\"k\":{k},\"seq\":{seq},\"rn\":{rn},\"pad\":750}}"
+                ));
+            }
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Under a 4 MB budget, the window Top-N moves the partitions that least recently had
+/// rows to disk; a row of such a partition, and the watermark that makes it final, take
+/// it back (its checkpoints read it there), and its rows are those of the query. Under
+/// 1 GB nothing moves.
+#[test]
+fn window_top_n_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
+    let expected = window_top_2_result();
+    for (budget, moves) in [("4 mb", true), ("1 gb", false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let script = window_top_2(tmp.path(), budget, 50_000, 0);
+        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
+        let rows = committed_lines(&tmp.path().join("out"));
+        assert_rows(&rows, &expected, &format!("under {budget}"));
+        assert_eq!(log.contains(MOVING_KEYS), moves, "under {budget}:\n{log}");
+        if moves {
+            let state = crate::state::checkpoint_sizes(&log)
+                .iter()
+                .map(|(state, _)| *state)
+                .max()
+                .unwrap_or(0);
+            assert!(
+                state > 5 * (4 << 20),
+                "the state ({state} bytes) is not 5 times the budget"
+            );
+        }
+    }
+}
+
+/// The same window Top-N killed at parallelism 2 and 3 once a checkpoint completed after
+/// partitions moved to disk, then restored at parallelism 1 to the end: every row is
+/// committed exactly once.
+#[test]
+fn window_top_n_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = window_top_2(tmp.path(), "4 mb", 8_000, 40);
+    kill_once_keys_moved_then_rescale(&script, tmp.path());
+    let rows = committed_lines(&tmp.path().join("out"));
+    assert_rows(&rows, &window_top_2_result(), "restored at 3, then 1");
 }

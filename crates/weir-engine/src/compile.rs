@@ -401,6 +401,7 @@ pub async fn compile_into(
                         deadline: *at,
                         input_schema: plan.output_schema(*input),
                         schema: schema.clone(),
+                        state_memory: state.memory.clone(),
                     }),
                     None => Arc::new(TopNFactory {
                         partition: partition.clone(),

@@ -22,7 +22,7 @@ use super::aggregate::{
     Accumulators, AggregateInputs, evaluate, new_accumulators, restore_accumulators, value_columns,
 };
 use super::aggregate::{keyed_columns_batch, state_columns};
-use super::state::{item_batches, keyed_items};
+use super::state::{item_batches, keyed_items, snapshot_entries};
 use super::{aggregate, keys};
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
@@ -35,7 +35,7 @@ use weir_runtime::{Operator, OperatorFactory, OperatorState, Output, StateDistri
 use weir_sql::AggregateSpec;
 use weir_sql::group_windows::{bounds, key_array};
 use weir_state::cold::{self, ColdEntries};
-use weir_state::spill::{SpillFile, StateMemory};
+use weir_state::spill::StateMemory;
 
 /// Creates session window aggregates.
 pub struct SessionAggregateFactory {
@@ -115,8 +115,6 @@ const KEY_OVERHEAD: usize = 64;
 const SESSION_OVERHEAD: usize = 24;
 /// Memory of a timer of a key on disk (an entry of a `BTreeSet<(i64, u64)>`, about).
 const TIMER_BYTES: u64 = 24;
-/// Snapshots decode and encode the keys on disk this many bytes at a time.
-const SNAPSHOT_CHUNK: usize = 8 << 20;
 
 /// What key `key` with open sessions `sessions` takes in memory (about).
 fn measure(key: &OwnedRow, sessions: &[Session]) -> u64 {
@@ -430,46 +428,6 @@ impl SessionAggregate {
             .set_hot(self.hot_bytes + self.timers.len() as u64 * TIMER_BYTES);
         Ok(())
     }
-
-    /// Adds the sessions on disk to `state`, decoded and encoded a few megabytes at a
-    /// time; under a budget, what is encoded waits in a local file.
-    fn snapshot_cold(&self, state: &mut OperatorState) -> Result<()> {
-        let hashed: Vec<usize> = (0..self.keys.len()).collect();
-        let mut file: Option<Arc<SpillFile>> = None;
-        let mut chunk: Vec<Vec<u8>> = Vec::new();
-        let mut bytes = 0;
-        let mut flush = |chunk: &mut Vec<Vec<u8>>, state: &mut OperatorState| -> Result<()> {
-            let batch = self.rows_from_disk(chunk.iter().map(Vec::as_slice))?;
-            chunk.clear();
-            let items = keyed_items(&batch, &hashed, self.max_parallelism, state)?;
-            let Some(memory) = &self.memory else {
-                return Ok(());
-            };
-            let file = SpillFile::in_slot(&mut file, memory)?;
-            for i in items {
-                let p = (state.items[i]["payload"].as_u64())
-                    .ok_or_else(|| Error::internal("a keyed item without its payload"))?
-                    as usize;
-                let bytes = std::mem::take(&mut state.payloads[p]);
-                let (_, payload) = file.keep(vec![((), bytes)])?.remove(0);
-                state.set_disk_payload(p, payload);
-            }
-            Ok(())
-        };
-        self.cold.for_each(|_, value| {
-            bytes += value.len();
-            chunk.push(value.to_vec());
-            if bytes >= SNAPSHOT_CHUNK {
-                bytes = 0;
-                flush(&mut chunk, state)?;
-            }
-            Ok(())
-        })?;
-        if !chunk.is_empty() {
-            flush(&mut chunk, state)?;
-        }
-        Ok(())
-    }
 }
 
 /// The end of the earliest of `sessions` (a key's open sessions, at least one).
@@ -598,7 +556,15 @@ impl Operator for SessionAggregate {
             keyed_items(&batch?, &hashed, self.max_parallelism, &mut state)?;
         }
         if !self.cold.is_empty() {
-            self.snapshot_cold(&mut state)?;
+            let hashed: Vec<usize> = (0..self.keys.len()).collect();
+            snapshot_entries(
+                &self.cold,
+                |values| self.rows_from_disk(values.iter().map(Vec::as_slice)),
+                &hashed,
+                self.max_parallelism,
+                self.memory.as_ref(),
+                &mut state,
+            )?;
         }
         Ok(state)
     }

@@ -18,6 +18,59 @@ pub fn tagged_keyed_items(
     Ok(())
 }
 
+/// Entries of `cold` are read and turned into snapshot rows this many bytes at a time.
+const SNAPSHOT_CHUNK: usize = 8 << 20;
+
+/// Adds the state of the entries on disk `cold` to `state`, split by the key group of the
+/// `keys` columns: `rows_of` turns a few megabytes of entries' values at a time into
+/// snapshot rows. Under a budget (`memory`), the encoded items wait in a local file until
+/// the checkpoint writes them, so that a snapshot of state on disk does not hold it in
+/// memory.
+pub fn snapshot_entries(
+    cold: &weir_state::cold::ColdEntries,
+    rows_of: impl Fn(&[Vec<u8>]) -> weir_common::Result<arrow::array::RecordBatch>,
+    keys: &[usize],
+    max_parallelism: usize,
+    memory: Option<&std::sync::Arc<weir_state::spill::StateMemory>>,
+    state: &mut weir_runtime::OperatorState,
+) -> weir_common::Result<()> {
+    let mut file = None;
+    let mut flush = |chunk: &mut Vec<Vec<u8>>,
+                     state: &mut weir_runtime::OperatorState|
+     -> weir_common::Result<()> {
+        let batch = rows_of(chunk)?;
+        chunk.clear();
+        let items = keyed_items(&batch, keys, max_parallelism, state)?;
+        let Some(memory) = memory else {
+            return Ok(());
+        };
+        let file = weir_state::spill::SpillFile::in_slot(&mut file, memory)?;
+        for i in items {
+            let p = (state.items[i]["payload"].as_u64())
+                .ok_or_else(|| weir_common::Error::internal("a keyed item without its payload"))?
+                as usize;
+            let bytes = std::mem::take(&mut state.payloads[p]);
+            let (_, payload) = file.keep(vec![((), bytes)])?.remove(0);
+            state.set_disk_payload(p, payload);
+        }
+        Ok(())
+    };
+    let (mut chunk, mut bytes) = (Vec::new(), 0);
+    cold.for_each(|_, value| {
+        bytes += value.len();
+        chunk.push(value.to_vec());
+        if bytes >= SNAPSHOT_CHUNK {
+            bytes = 0;
+            flush(&mut chunk, state)?;
+        }
+        Ok(())
+    })?;
+    if !chunk.is_empty() {
+        flush(&mut chunk, state)?;
+    }
+    Ok(())
+}
+
 /// `table.exec.state.ttl` for one operator: state untouched for the TTL (processing
 /// time) is dropped. Expiry is checked at most every quarter of the TTL.
 pub struct Ttl {

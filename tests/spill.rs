@@ -316,15 +316,41 @@ fn run_returning_keys(query: &str, budget: &str) -> String {
 fn state_past_the_budget_moves_to_disk(query: &str) {
     let log = run_returning_keys(query, "4 mb");
     assert!(log.contains(MOVING_KEYS), "nothing moved to disk:\n{log}");
-    let state = crate::state::checkpoint_sizes(&log)
+    assert_state_over_5_times_4_mb(&log);
+}
+
+/// Asserts that the largest state a checkpoint in `log` held is over 5 times 4 MB.
+fn assert_state_over_5_times_4_mb(log: &str) {
+    let state = crate::state::checkpoint_sizes(log)
         .iter()
         .map(|(state, _)| *state)
         .max()
         .unwrap_or(0);
     assert!(
         state > 5 * (4 << 20),
-        "the state ({state} bytes) is not 5 times the budget"
+        "the state ({state} bytes) is not 5 times the 4 MB budget"
     );
+}
+
+/// Runs the job `script_of(dir, budget)` with 300 ms checkpoints under 4 MB, where state
+/// moves to disk (the log says `moving`) and its checkpoints hold over 5 times the budget,
+/// and under 1 GB, where nothing moves: both commit `expected`.
+fn same_rows_past_the_budget(
+    script_of: impl Fn(&std::path::Path, &str) -> String,
+    moving: &str,
+    expected: &[String],
+) {
+    for (budget, moves) in [("4 mb", true), ("1 gb", false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let script = script_of(tmp.path(), budget);
+        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
+        let rows = committed_lines(&tmp.path().join("out"));
+        assert_rows(&rows, expected, &format!("under {budget}"));
+        assert_eq!(log.contains(moving), moves, "under {budget}:\n{log}");
+        if moves {
+            assert_state_over_5_times_4_mb(&log);
+        }
+    }
 }
 
 /// In memory, the `COUNT(DISTINCT …)` of strings keeps its sets across checkpoints.
@@ -472,29 +498,11 @@ const MOVING_WINDOWS: &str = "moving partial window aggregates";
 /// rows are those of the query; under 1 GB nothing moves.
 #[test]
 fn window_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
-    for (budget, moves) in [("4 mb", true), ("1 gb", false)] {
-        let tmp = tempfile::tempdir().unwrap();
-        let script = windowed(tmp.path(), budget, 50_000, 0);
-        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
-        let rows = committed_lines(&tmp.path().join("out"));
-        assert_rows(&rows, &windowed_result(), &format!("under {budget}"));
-        assert_eq!(
-            log.contains(MOVING_WINDOWS),
-            moves,
-            "under {budget}:\n{log}"
-        );
-        if moves {
-            let state = crate::state::checkpoint_sizes(&log)
-                .iter()
-                .map(|(state, _)| *state)
-                .max()
-                .unwrap_or(0);
-            assert!(
-                state > 5 * (4 << 20),
-                "the state ({state} bytes) is not 5 times the budget"
-            );
-        }
-    }
+    same_rows_past_the_budget(
+        |dir, budget| windowed(dir, budget, 50_000, 0),
+        MOVING_WINDOWS,
+        &windowed_result(),
+    );
 }
 
 /// Completed checkpoints under `chk` (`chk-N` folders with their `_metadata`) whose
@@ -661,25 +669,11 @@ fn sessions_result() -> Vec<String> {
 fn session_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
     let expected = sessions_result();
     assert_eq!(expected.len(), 10_000 + 30_000 + 15_000);
-    for (budget, moves) in [("4 mb", true), ("1 gb", false)] {
-        let tmp = tempfile::tempdir().unwrap();
-        let script = sessions(tmp.path(), budget, 50_000, 0);
-        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
-        let rows = committed_lines(&tmp.path().join("out"));
-        assert_rows(&rows, &expected, &format!("under {budget}"));
-        assert_eq!(log.contains(MOVING_KEYS), moves, "under {budget}:\n{log}");
-        if moves {
-            let state = crate::state::checkpoint_sizes(&log)
-                .iter()
-                .map(|(state, _)| *state)
-                .max()
-                .unwrap_or(0);
-            assert!(
-                state > 5 * (4 << 20),
-                "the state ({state} bytes) is not 5 times the budget"
-            );
-        }
-    }
+    same_rows_past_the_budget(
+        |dir, budget| sessions(dir, budget, 50_000, 0),
+        MOVING_KEYS,
+        &expected,
+    );
 }
 
 /// Runs `script` (checkpoints every 150 ms under `chk`, logs into `dir`) at parallelism
@@ -819,26 +813,11 @@ fn window_top_2_result() -> Vec<String> {
 /// 1 GB nothing moves.
 #[test]
 fn window_top_n_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_rows() {
-    let expected = window_top_2_result();
-    for (budget, moves) in [("4 mb", true), ("1 gb", false)] {
-        let tmp = tempfile::tempdir().unwrap();
-        let script = window_top_2(tmp.path(), budget, 50_000, 0);
-        let log = crate::state::run_checkpointed(&script, &tmp.path().join("chk"), "300 ms", &[]);
-        let rows = committed_lines(&tmp.path().join("out"));
-        assert_rows(&rows, &expected, &format!("under {budget}"));
-        assert_eq!(log.contains(MOVING_KEYS), moves, "under {budget}:\n{log}");
-        if moves {
-            let state = crate::state::checkpoint_sizes(&log)
-                .iter()
-                .map(|(state, _)| *state)
-                .max()
-                .unwrap_or(0);
-            assert!(
-                state > 5 * (4 << 20),
-                "the state ({state} bytes) is not 5 times the budget"
-            );
-        }
-    }
+    same_rows_past_the_budget(
+        |dir, budget| window_top_2(dir, budget, 50_000, 0),
+        MOVING_KEYS,
+        &window_top_2_result(),
+    );
 }
 
 /// The same window Top-N killed at parallelism 2 and 3 once a checkpoint completed after

@@ -23,6 +23,7 @@
 
 use super::keys;
 use super::state::{item_batches, keyed_state, snapshot_entries};
+use super::top_n::{decode_ranked, encode_ranked};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -150,10 +151,15 @@ const TIMER_OVERHEAD: u64 = 48;
 
 /// What partition `key` waiting with rows `top` takes in memory (about).
 fn part_bytes(key: &OwnedRow, top: &[Waiting]) -> u64 {
-    let rows: usize = (top.iter())
-        .map(|w| WAITING_OVERHEAD + w.sort.row().as_ref().len() + w.row.row().as_ref().len())
-        .sum();
+    let rows: usize = top.iter().map(Waiting::bytes).sum();
     (PART_OVERHEAD + 2 * key.row().as_ref().len() + rows) as u64
+}
+
+impl Waiting {
+    /// What the row takes in memory (about).
+    fn bytes(&self) -> usize {
+        WAITING_OVERHEAD + self.sort.row().as_ref().len() + self.row.row().as_ref().len()
+    }
 }
 
 /// What the deadline of partition `key`, on disk, takes in memory (about).
@@ -163,47 +169,24 @@ fn timer_bytes(key: &OwnedRow) -> u64 {
 
 /// A partition's rows as bytes on disk: each row's deadline, sort key and row.
 fn encode_top(top: &[Waiting]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for w in top {
-        out.extend_from_slice(&w.deadline.to_le_bytes());
-        for row in [&w.sort, &w.row] {
-            let bytes = row.row();
-            out.extend_from_slice(&(bytes.as_ref().len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes.as_ref());
-        }
-    }
-    out
+    let capacity = top.iter().map(|w| w.bytes()).sum();
+    // (A deadline is stored as the bits of its i64.)
+    encode_ranked(
+        top.iter().map(|w| (w.deadline as u64, &w.sort, &w.row)),
+        capacity,
+    )
 }
 
 /// The rows [`encode_top`] wrote, with the converters that made their sort keys and rows.
 fn decode_top(bytes: &[u8], order: &RowConverter, full: &RowConverter) -> Result<Vec<Waiting>> {
-    let (order, full) = (order.parser(), full.parser());
-    let mut rest = bytes;
-    let mut top = Vec::new();
-    while !rest.is_empty() {
-        let deadline = i64::from_le_bytes(next(&mut rest, 8)?.try_into().expect("8 bytes"));
-        let mut read = |parser: &arrow::row::RowParser| -> Result<OwnedRow> {
-            let len = u32::from_le_bytes(next(&mut rest, 4)?.try_into().expect("4 bytes"));
-            Ok(parser.parse(next(&mut rest, len as usize)?).owned())
-        };
-        let sort = read(&order)?;
-        let row = read(&full)?;
-        top.push(Waiting {
+    let rows = decode_ranked(bytes, order, full)?;
+    Ok((rows.into_iter())
+        .map(|(deadline, sort, row)| Waiting {
             sort,
             row,
-            deadline,
-        });
-    }
-    Ok(top)
-}
-
-/// The first `n` bytes of `rest`, which moves past them.
-fn next<'a>(rest: &mut &'a [u8], n: usize) -> Result<&'a [u8]> {
-    let (head, tail) = (rest.split_at_checked(n)).ok_or_else(|| {
-        Error::internal("a window Top-N partition read back from local disk is corrupt")
-    })?;
-    *rest = tail;
-    Ok(head)
+            deadline: deadline as i64,
+        })
+        .collect())
 }
 
 struct FinalTopN {

@@ -208,10 +208,29 @@ fn partition_bytes(key: &OwnedRow, top: &[Entry]) -> u64 {
 
 /// A partition's rows as bytes on disk: each row's id, sort key and row.
 fn encode_top(top: &[Entry]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(top.iter().map(|e| entry_bytes(e) as usize).sum());
-    for e in top {
-        out.extend_from_slice(&e.id.to_le_bytes());
-        for row in [&e.sort, &e.row] {
+    let capacity = top.iter().map(|e| entry_bytes(e) as usize).sum();
+    encode_ranked(top.iter().map(|e| (e.id, &e.sort, &e.row)), capacity)
+}
+
+/// The rows [`encode_top`] wrote, with the converters that made their sort keys and rows.
+fn decode_top(bytes: &[u8], order: &RowConverter, full: &RowConverter) -> Result<Vec<Entry>> {
+    let rows = decode_ranked(bytes, order, full)?;
+    Ok((rows.into_iter())
+        .map(|(id, sort, row)| Entry { id, sort, row })
+        .collect())
+}
+
+/// Ranked rows as the bytes of an entry on disk ([`weir_state::cold`]), for Top-N and the
+/// final Top-N: each row's 64-bit tag (its arrival id, or its deadline), then its sort key
+/// and the row in arrow's row format, each after its length. `capacity`: about the bytes.
+pub(super) fn encode_ranked<'a>(
+    rows: impl Iterator<Item = (u64, &'a OwnedRow, &'a OwnedRow)>,
+    capacity: usize,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
+    for (tag, sort, row) in rows {
+        out.extend_from_slice(&tag.to_le_bytes());
+        for row in [sort, row] {
             let bytes = row.row();
             out.extend_from_slice(&(bytes.as_ref().len() as u32).to_le_bytes());
             out.extend_from_slice(bytes.as_ref());
@@ -220,15 +239,20 @@ fn encode_top(top: &[Entry]) -> Vec<u8> {
     out
 }
 
-/// The rows [`encode_top`] wrote, with the converters that made their sort keys and rows.
-fn decode_top(bytes: &[u8], order: &RowConverter, full: &RowConverter) -> Result<Vec<Entry>> {
+/// The rows [`encode_ranked`] wrote, with the converters that made their sort keys and
+/// rows.
+pub(super) fn decode_ranked(
+    bytes: &[u8],
+    order: &RowConverter,
+    full: &RowConverter,
+) -> Result<Vec<(u64, OwnedRow, OwnedRow)>> {
     let corrupt = || Error::internal("a Top-N partition read back from local disk is corrupt");
     let (order, full) = (order.parser(), full.parser());
     let mut rest = bytes;
-    let mut top = Vec::new();
+    let mut rows = Vec::new();
     while !rest.is_empty() {
-        let id = next(&mut rest, 8).ok_or_else(corrupt)?;
-        let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
+        let tag = next(&mut rest, 8).ok_or_else(corrupt)?;
+        let tag = u64::from_le_bytes(tag.try_into().expect("8 bytes"));
         let mut read = |parser: &arrow::row::RowParser| -> Result<OwnedRow> {
             let len = next(&mut rest, 4).ok_or_else(corrupt)?;
             let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
@@ -238,9 +262,9 @@ fn decode_top(bytes: &[u8], order: &RowConverter, full: &RowConverter) -> Result
         };
         let sort = read(&order)?;
         let row = read(&full)?;
-        top.push(Entry { id, sort, row });
+        rows.push((tag, sort, row));
     }
-    Ok(top)
+    Ok(rows)
 }
 
 /// The first `n` bytes of `rest`, which moves past them.

@@ -551,42 +551,11 @@ fn window_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
     // for a checkpoint to complete on a busy machine.
     let script = windowed(tmp.path(), "4 mb", 8_000, 40);
     let chk = tmp.path().join("chk");
-    let args = |p: &'static str| {
-        let mut args = vec![
-            script.clone(),
-            "--checkpoint-dir".into(),
-            chk.to_str().unwrap().to_string(),
-            "--checkpoint-interval".into(),
-            "150 ms".into(),
-            "-p".into(),
-            p.into(),
-        ];
-        if p != "2" {
-            args.extend(["--restore".into(), "latest".into()]);
-        }
-        args
-    };
-    for p in ["2", "3"] {
+    kill_twice_then_rescale(&script, tmp.path(), "a checkpoint held runs", || {
         let before = checkpoints_with_runs(&chk);
-        let args = args(p);
-        let mut child = spawn(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-        let started = std::time::Instant::now();
-        while checkpoints_with_runs(&chk)
-            .iter()
-            .all(|c| before.contains(c))
-        {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "the job ended at parallelism {p} before a checkpoint held runs"
-            );
-            assert!(started.elapsed() < std::time::Duration::from_secs(120));
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-    let args = args("1");
-    run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let chk = chk.clone();
+        move |_: &str| (checkpoints_with_runs(&chk).iter()).any(|c| !before.contains(c))
+    });
     let rows = committed_lines(&tmp.path().join("out"));
     assert_rows(&rows, &windowed_result(), "restored at 3, then 1");
 }
@@ -676,10 +645,26 @@ fn session_aggregate_state_past_the_memory_budget_moves_to_disk_and_gives_the_sa
     );
 }
 
-/// Runs `script` (checkpoints every 150 ms under `chk`, logs into `dir`) at parallelism
-/// 2 and kills it (SIGKILL) once a checkpoint completed after keys moved to disk, restores
-/// it at parallelism 3 and kills it likewise, then restores it at parallelism 1 to the end.
-fn kill_once_keys_moved_then_rescale(script: &str, dir: &std::path::Path) {
+/// What [`moved_then_checkpointed`] waits for.
+const KEYS_ON_DISK: &str = "a checkpoint held keys on disk";
+
+/// Whether `log` shows a checkpoint that completed after keys moved to disk.
+fn moved_then_checkpointed(log: &str) -> bool {
+    log.find(MOVING_KEYS)
+        .is_some_and(|at| !crate::state::checkpoint_sizes(&log[at..]).is_empty())
+}
+
+/// Runs `script` (checkpoints every 150 ms under `dir/chk`, logs into `dir`) at
+/// parallelism 2 and kills it (SIGKILL) once `ready` holds, restores it at parallelism 3
+/// and kills it likewise, then restores it at parallelism 1 to the end. `arm` makes each
+/// run's `ready` before the run starts; `ready` is asked with the run's log so far.
+/// `what` names the awaited state in a failure.
+fn kill_twice_then_rescale<R: Fn(&str) -> bool>(
+    script: &str,
+    dir: &std::path::Path,
+    what: &str,
+    arm: impl Fn() -> R,
+) {
     let chk = dir.join("chk");
     for p in ["2", "3"] {
         let log_path = dir.join(format!("log-{p}"));
@@ -697,6 +682,7 @@ fn kill_once_keys_moved_then_rescale(script: &str, dir: &std::path::Path) {
         if p != "2" {
             args.extend(["--restore", "latest"]);
         }
+        let ready = arm();
         let mut child = weir()
             .env("WEIR_LOG", "info")
             .args(&args)
@@ -705,17 +691,12 @@ fn kill_once_keys_moved_then_rescale(script: &str, dir: &std::path::Path) {
             .spawn()
             .unwrap();
         let started = std::time::Instant::now();
-        // A checkpoint completed after keys moved to disk.
-        let moved_then_checkpointed = || {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            log.find(MOVING_KEYS)
-                .is_some_and(|at| !crate::state::checkpoint_sizes(&log[at..]).is_empty())
-        };
-        while !moved_then_checkpointed() {
+        let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+        while !ready(&log()) {
             assert!(
                 child.try_wait().unwrap().is_none(),
-                "the job ended at parallelism {p} before a checkpoint held keys on disk:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
+                "the job ended at parallelism {p} before {what}:\n{}",
+                log()
             );
             assert!(started.elapsed() < std::time::Duration::from_secs(120));
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -745,7 +726,9 @@ fn session_aggregate_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
     // As in the window test: restored splits emit at their own pace, and the watermark
     // 40 s behind keeps every row on time.
     let script = sessions(tmp.path(), "4 mb", 8_000, 40);
-    kill_once_keys_moved_then_rescale(&script, tmp.path());
+    kill_twice_then_rescale(&script, tmp.path(), KEYS_ON_DISK, || {
+        moved_then_checkpointed
+    });
     let rows = committed_lines(&tmp.path().join("out"));
     assert_rows(&rows, &sessions_result(), "restored at 3, then 1");
 }
@@ -827,7 +810,9 @@ fn window_top_n_state_past_the_memory_budget_moves_to_disk_and_gives_the_same_ro
 fn window_top_n_state_on_disk_is_exactly_once_when_killed_and_rescaled() {
     let tmp = tempfile::tempdir().unwrap();
     let script = window_top_2(tmp.path(), "4 mb", 8_000, 40);
-    kill_once_keys_moved_then_rescale(&script, tmp.path());
+    kill_twice_then_rescale(&script, tmp.path(), KEYS_ON_DISK, || {
+        moved_then_checkpointed
+    });
     let rows = committed_lines(&tmp.path().join("out"));
     assert_rows(&rows, &window_top_2_result(), "restored at 3, then 1");
 }
